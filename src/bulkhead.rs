@@ -1,0 +1,603 @@
+//! The public bulkhead: a named limit on concurrent calls to one downstream system.
+
+use core::fmt;
+use core::future::Future;
+use core::time::Duration;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc as StdArc;
+
+use crate::future::{Acquire, AcquireOwned, AcquireWithSleep};
+use crate::state::{Semaphore, Word};
+use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::{
+    BulkheadConfig, BulkheadEvent, BulkheadEventKind, BulkheadFull, BulkheadMetrics, OwnedPermit,
+    Permit, RejectReason,
+};
+
+type Listener = dyn Fn(&BulkheadEvent) + Send + Sync + 'static;
+
+/// A `max_wait_duration` that does not fit in `u64` nanoseconds (584 years): unbounded.
+const UNBOUNDED_WAIT: u64 = u64::MAX;
+/// A `max_waiting_calls` of `None`.
+const NO_WAITER_CAP: usize = usize::MAX;
+
+/// Caps how many calls to one external system may be in flight at once, and refuses the
+/// next one at once (or after a short, bounded wait).
+///
+/// The protected call runs on the caller's own thread or task ([`call`](Self::call),
+/// [`call_async`](Self::call_async), or a [`Permit`] held around it), so thread-locals and
+/// tracing spans stay visible. Share a bulkhead by reference or in an [`Arc`](std::sync::Arc).
+///
+/// # Examples
+///
+/// ```
+/// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+///
+/// // A pool of 20 connections: admit 16 calls, wait at most 100 ms for a slot.
+/// let bank = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+///
+/// let balance = bank.call(|| 42)?; // runs on this thread, permit released on return
+/// assert_eq!(balance, 42);
+///
+/// let held: Vec<_> = (0..16).map(|_| bank.try_acquire().unwrap()).collect();
+/// let refused = bank.try_acquire().unwrap_err();
+/// assert_eq!(refused.reason(), RejectReason::Full);
+/// drop(held);
+/// assert_eq!(bank.metrics().available_concurrent_calls(), 16);
+/// # Ok::<(), bulkhead::BulkheadFull>(())
+/// ```
+pub struct Bulkhead {
+    sem: Semaphore,
+    name: &'static str,
+    /// `max_wait_duration` in nanoseconds, `UNBOUNDED_WAIT` if it does not fit.
+    max_wait_nanos: AtomicU64,
+    /// `max_waiting_calls`, `NO_WAITER_CAP` for `None`.
+    max_waiting: AtomicUsize,
+    /// The current configuration; the lock also serializes `change_config` calls.
+    config: Mutex<BulkheadConfig>,
+    /// Registered listeners, swapped whole on registration so emitting holds no lock while a
+    /// listener runs.
+    listeners: Mutex<StdArc<[StdArc<Listener>]>>,
+}
+
+impl Bulkhead {
+    /// Creates a bulkhead named `name` with `config`.
+    ///
+    /// The name is interned once per distinct name (and kept for the life of the process),
+    /// so errors and events carry it without allocating.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("payment-gateway", BulkheadConfig::default());
+    /// assert_eq!(bulkhead.name(), "payment-gateway");
+    /// ```
+    pub fn new(name: impl Into<String>, config: BulkheadConfig) -> Bulkhead {
+        let bulkhead = Bulkhead {
+            sem: Semaphore::new(config.max_concurrent_calls()),
+            name: crate::intern::intern(name.into()),
+            max_wait_nanos: AtomicU64::new(UNBOUNDED_WAIT),
+            max_waiting: AtomicUsize::new(NO_WAITER_CAP),
+            config: Mutex::new(config.clone()),
+            listeners: Mutex::new(StdArc::from(Vec::new())),
+        };
+        bulkhead.store_wait_settings(&config);
+        bulkhead
+    }
+
+    /// The bulkhead's name.
+    ///
+    /// ```
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// assert_eq!(Bulkhead::new("bank", BulkheadConfig::default()).name(), "bank");
+    /// ```
+    pub fn name(&self) -> &str {
+        self.name
+    }
+
+    /// The current configuration.
+    ///
+    /// ```
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// assert_eq!(bulkhead.config(), BulkheadConfig::for_pool(20));
+    /// ```
+    pub fn config(&self) -> BulkheadConfig {
+        self.config.lock().clone()
+    }
+
+    /// Replaces the configuration at run time. Never waits for a permit.
+    ///
+    /// Growing the limit admits queued waiters at once, oldest first. Shrinking never revokes
+    /// a permit: calls in flight finish, and new calls are admitted only once the calls in
+    /// flight are below the new limit. [`metrics`](Self::metrics) reports the new limit at
+    /// once. A new max wait or waiter cap applies to waits that start afterwards.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(2).build()?);
+    /// let a = bulkhead.try_acquire().unwrap();
+    /// let b = bulkhead.try_acquire().unwrap();
+    /// bulkhead.change_config(BulkheadConfig::builder().max_concurrent_calls(1).build()?);
+    /// assert_eq!(bulkhead.metrics().max_allowed_concurrent_calls(), 1);
+    /// assert_eq!(bulkhead.metrics().available_concurrent_calls(), 0);
+    /// drop(a);
+    /// assert!(bulkhead.try_acquire().is_err()); // still 1 in flight: the debt is paid first
+    /// drop(b);
+    /// assert!(bulkhead.try_acquire().is_ok());
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    pub fn change_config(&self, config: BulkheadConfig) {
+        let mut current = self.config.lock();
+        // Wait settings first: the limit CAS (Release) then publishes them to callers it admits.
+        self.store_wait_settings(&config);
+        self.sem.set_limit(config.max_concurrent_calls());
+        *current = config;
+    }
+
+    fn store_wait_settings(&self, config: &BulkheadConfig) {
+        let nanos = u64::try_from(config.max_wait_duration().as_nanos()).unwrap_or(UNBOUNDED_WAIT);
+        // Ordering: Relaxed — an independent setting; a wait starting concurrently with a
+        // change may use the old or the new value, as documented.
+        self.max_wait_nanos.store(nanos, Ordering::Relaxed);
+        // Ordering: Relaxed — as above.
+        self.max_waiting
+            .store(config.max_waiting_calls().unwrap_or(NO_WAITER_CAP), Ordering::Relaxed);
+    }
+
+    /// The configured max wait.
+    #[inline]
+    pub(crate) fn max_wait(&self) -> Duration {
+        // Ordering: Relaxed — see `store_wait_settings`.
+        match self.max_wait_nanos.load(Ordering::Relaxed) {
+            UNBOUNDED_WAIT => Duration::MAX,
+            nanos => Duration::from_nanos(nanos),
+        }
+    }
+
+    /// The configured waiter cap.
+    pub(crate) fn max_waiting(&self) -> Option<usize> {
+        // Ordering: Relaxed — see `store_wait_settings`.
+        match self.max_waiting.load(Ordering::Relaxed) {
+            NO_WAITER_CAP => None,
+            n => Some(n),
+        }
+    }
+
+    /// Takes a permit if one is free. Never waits.
+    ///
+    /// A rejection costs one atomic load and allocates nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`RejectReason::Full`] when no permit is free for a newcomer: all are in use, or
+    /// callers are queued (a newcomer never overtakes a waiter).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(1).build()?);
+    /// let permit = bulkhead.try_acquire().expect("one slot is free");
+    /// assert!(bulkhead.try_acquire().is_err());
+    /// drop(permit);
+    /// assert!(bulkhead.try_acquire().is_ok());
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire(&self) -> Result<Permit<'_>, BulkheadFull> {
+        match self.sem.try_acquire() {
+            Ok(word) => {
+                self.permitted(word);
+                Ok(Permit::new(self))
+            }
+            Err(word) => Err(self.reject(word, RejectReason::Full, Duration::ZERO)),
+        }
+    }
+
+    /// Takes a permit, waiting up to the configured `max_wait_duration` for one.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread for up to `max_wait_duration` when no permit is free (not at
+    /// all when it is zero). Do not call it from async code; use
+    /// [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Errors
+    ///
+    /// [`RejectReason::Full`] when the bulkhead is full and the max wait is zero;
+    /// [`RejectReason::TooManyWaiting`] when `max_waiting_calls` callers already wait;
+    /// [`RejectReason::WaitTimedOut`] when the max wait passed without a free permit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+    /// let config = BulkheadConfig::builder()
+    ///     .max_concurrent_calls(1)
+    ///     .max_wait_duration(Duration::from_millis(5))
+    ///     .build()?;
+    /// let bulkhead = Bulkhead::new("bank", config);
+    /// let _held = bulkhead.acquire().unwrap();
+    /// let err = bulkhead.acquire().unwrap_err();
+    /// assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+    /// assert!(err.waited() >= Duration::from_millis(5));
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    pub fn acquire(&self) -> Result<Permit<'_>, BulkheadFull> {
+        self.acquire_timeout(self.max_wait())
+    }
+
+    /// Takes a permit, waiting up to `wait` (instead of the configured max wait) for one.
+    /// Sub-millisecond waits are honoured; a wait too long for the clock waits until a
+    /// permit frees.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread for up to `wait`. Robust to spurious wake-ups.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire), with `wait` as the max wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(1).build()?);
+    /// let _held = bulkhead.try_acquire().unwrap();
+    /// let err = bulkhead.acquire_timeout(Duration::from_micros(300)).unwrap_err();
+    /// assert!(err.waited() >= Duration::from_micros(300));
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    pub fn acquire_timeout(&self, wait: Duration) -> Result<Permit<'_>, BulkheadFull> {
+        self.acquire_raw(wait).map(|()| Permit::new(self))
+    }
+
+    /// Takes a permit as with `acquire_timeout`, without wrapping it in a guard.
+    #[inline]
+    fn acquire_raw(&self, wait: Duration) -> Result<(), BulkheadFull> {
+        match self.sem.try_acquire() {
+            Ok(word) => {
+                self.permitted(word);
+                Ok(())
+            }
+            Err(word) if wait.is_zero() => {
+                Err(self.reject(word, RejectReason::Full, Duration::ZERO))
+            }
+            Err(_) => self.wait_blocking(wait),
+        }
+    }
+
+    /// Waits asynchronously for a permit, up to the configured `max_wait_duration`.
+    ///
+    /// With the `tokio` feature (on by default) the wait is bounded by tokio's timer when the
+    /// future is polled inside a tokio runtime with time enabled. Elsewhere, or without the
+    /// feature, the deadline is checked whenever the future is polled; to bound the wait by
+    /// your runtime's timer, use [`acquire_async_with_sleep`](Self::acquire_async_with_sleep).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. Dropping the future at any point loses nothing: a queued caller leaves
+    /// the queue, and a permit granted to a future that is dropped before it returns it goes
+    /// to the next waiter.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), bulkhead::BulkheadFull> {
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// let permit = bulkhead.acquire_async().await?;
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 1);
+    /// drop(permit);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_async(&self) -> Acquire<'_> {
+        Acquire::new(self)
+    }
+
+    /// Waits asynchronously for a permit up to the configured `max_wait_duration`, bounded
+    /// by a sleep future that `make_sleep` builds from that duration: works with any runtime.
+    ///
+    /// `make_sleep` is called only if the caller really has to wait (never when a permit is
+    /// free, nor when the max wait is zero or unbounded), and the sleep is boxed then.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); [`RejectReason::WaitTimedOut`] when the sleep completes
+    /// first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+    /// let config = BulkheadConfig::builder()
+    ///     .max_concurrent_calls(1)
+    ///     .max_wait_duration(Duration::from_secs(60))
+    ///     .build()?;
+    /// let bulkhead = Bulkhead::new("bank", config);
+    /// let _held = bulkhead.try_acquire().unwrap();
+    /// // A "sleep" that is already over: the wait times out on its first poll.
+    /// let err = futures::executor::block_on(
+    ///     bulkhead.acquire_async_with_sleep(|_wait| std::future::ready(())),
+    /// )
+    /// .unwrap_err();
+    /// assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    pub fn acquire_async_with_sleep<M, S>(&self, make_sleep: M) -> AcquireWithSleep<'_, M, S>
+    where
+        M: FnOnce(Duration) -> S,
+        S: Future<Output = ()>,
+    {
+        AcquireWithSleep::new(self, make_sleep)
+    }
+
+    /// Takes an owned permit if one is free. Never waits. The permit keeps the bulkhead
+    /// alive and can move to another task or thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::default()));
+    /// let permit = bulkhead.try_acquire_owned()?;
+    /// std::thread::spawn(move || drop(permit)).join().unwrap();
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 0);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn try_acquire_owned(self: &StdArc<Self>) -> Result<OwnedPermit, BulkheadFull> {
+        self.try_acquire().map(|permit| permit.into_owned(StdArc::clone(self)))
+    }
+
+    /// Takes an owned permit, waiting up to the configured `max_wait_duration`.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread as [`acquire`](Self::acquire) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+    /// let permit = bulkhead.acquire_owned()?;
+    /// assert_eq!(permit.bulkhead().name(), "bank");
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn acquire_owned(self: &StdArc<Self>) -> Result<OwnedPermit, BulkheadFull> {
+        self.acquire().map(|permit| permit.into_owned(StdArc::clone(self)))
+    }
+
+    /// Waits asynchronously for an owned permit, up to the configured `max_wait_duration`.
+    /// The future is `Send + 'static`, so it can be spawned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+    /// let task = tokio::spawn(bulkhead.acquire_owned_async());
+    /// let permit = task.await.unwrap().unwrap();
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 1);
+    /// drop(permit);
+    /// # }
+    /// ```
+    pub fn acquire_owned_async(self: &StdArc<Self>) -> AcquireOwned {
+        AcquireOwned::new(StdArc::clone(self))
+    }
+
+    /// Runs `f` on the calling thread under a permit, waiting for one up to the configured
+    /// `max_wait_duration`. The permit is released when `f` returns or unwinds (the panic
+    /// still propagates).
+    ///
+    /// # Blocking
+    ///
+    /// Blocks while waiting for a permit, as [`acquire`](Self::acquire) does, then for as
+    /// long as `f` runs.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); `f` is not run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// let answer = bulkhead.call(|| 6 * 7)?;
+    /// assert_eq!(answer, 42);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn call<T>(&self, f: impl FnOnce() -> T) -> Result<T, BulkheadFull> {
+        let _permit = self.acquire()?;
+        Ok(f())
+    }
+
+    /// Awaits `fut` in the calling task under a permit, waiting for one up to the configured
+    /// `max_wait_duration`. The permit is held until `fut` completes or this future is
+    /// dropped.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it while it waits leaves the queue; dropping it while `fut` runs
+    /// drops `fut` and releases the permit.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); `fut` is dropped without being polled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), bulkhead::BulkheadFull> {
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// let answer = bulkhead.call_async(async { 6 * 7 }).await?;
+    /// assert_eq!(answer, 42);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn call_async<F: Future>(&self, fut: F) -> Result<F::Output, BulkheadFull> {
+        let _permit = self.acquire_async().await?;
+        Ok(fut.await)
+    }
+
+    /// A snapshot of the bulkhead's counters.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// assert_eq!(bulkhead.metrics().available_concurrent_calls(), 16);
+    /// ```
+    pub fn metrics(&self) -> BulkheadMetrics {
+        let word = self.sem.load();
+        BulkheadMetrics {
+            available: usize::try_from(word.available()).unwrap_or(0),
+            max_allowed: word.limit(),
+            in_flight: word.in_flight(),
+            waiting: self.sem.waiting(),
+        }
+    }
+
+    /// Registers a listener called for every event from now on, on the thread where the
+    /// event happens. Listeners cannot be removed; keep them cheap.
+    ///
+    /// With no listener registered, events cost the hot paths nothing: whether to emit is a
+    /// bit of the state word those paths already read. A listener that panics is caught and
+    /// ignored; it never loses or duplicates a permit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, BulkheadEventKind};
+    ///
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(0).build()?);
+    /// let rejected = Arc::new(AtomicUsize::new(0));
+    /// let counter = Arc::clone(&rejected);
+    /// bulkhead.on_event(move |event| {
+    ///     if let BulkheadEventKind::CallRejected(_) = event.kind() {
+    ///         counter.fetch_add(1, Ordering::Relaxed);
+    ///     }
+    /// });
+    /// assert!(bulkhead.try_acquire().is_err());
+    /// assert_eq!(rejected.load(Ordering::Relaxed), 1);
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    pub fn on_event(&self, listener: impl Fn(&BulkheadEvent) + Send + Sync + 'static) {
+        let mut listeners = self.listeners.lock();
+        let mut all: Vec<StdArc<Listener>> = listeners.iter().cloned().collect();
+        all.push(StdArc::new(listener));
+        *listeners = StdArc::from(all);
+        self.sem.set_listeners_flag(true);
+    }
+
+    /// Bookkeeping for a granted permit: the `CallPermitted` event, if anyone listens.
+    #[inline]
+    pub(crate) fn permitted(&self, word: Word) {
+        if word.has_listeners() {
+            self.emit(BulkheadEventKind::CallPermitted);
+        }
+    }
+
+    /// Builds the rejection error (allocation-free) and emits `CallRejected`, if anyone
+    /// listens.
+    #[inline]
+    pub(crate) fn reject(
+        &self,
+        word: Word,
+        reason: RejectReason,
+        waited: Duration,
+    ) -> BulkheadFull {
+        if word.has_listeners() {
+            self.emit(BulkheadEventKind::CallRejected(reason));
+        }
+        BulkheadFull::new(self.name, word.limit(), reason, waited)
+    }
+
+    /// Returns a permit held by a guard and emits `CallFinished`, if anyone listens.
+    #[inline]
+    pub(crate) fn release_permit(&self) {
+        let word = self.sem.release();
+        if word.has_listeners() {
+            self.emit(BulkheadEventKind::CallFinished);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn emit(&self, kind: BulkheadEventKind) {
+        let listeners = StdArc::clone(&self.listeners.lock());
+        let event = BulkheadEvent::new(self.name, kind);
+        for listener in listeners.iter() {
+            // A panicking listener must not unwind through the engine (permit accounting
+            // is already done) nor out of a `Drop`; it is caught and ignored.
+            let _ = catch_unwind(AssertUnwindSafe(|| listener(&event)));
+        }
+    }
+
+    pub(crate) fn sem(&self) -> &Semaphore {
+        &self.sem
+    }
+
+    /// Moves this bulkhead's model clock to `to` and wakes timed waiters. Model checks only.
+    #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
+    #[doc(hidden)]
+    pub fn model_advance_clock(&self, to: u64) {
+        self.sem.clock.advance(to);
+    }
+}
+
+impl fmt::Debug for Bulkhead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let metrics = self.metrics();
+        f.debug_struct("Bulkhead")
+            .field("name", &self.name)
+            .field("max_concurrent_calls", &metrics.max_allowed)
+            .field("available", &metrics.available)
+            .finish()
+    }
+}

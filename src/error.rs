@@ -1,0 +1,110 @@
+//! The rejection error.
+
+use core::fmt;
+use core::time::Duration;
+
+/// Why a call was refused.
+///
+/// ```
+/// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+/// let bulkhead = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(0).build()?);
+/// assert_eq!(bulkhead.try_acquire().unwrap_err().reason(), RejectReason::Full);
+/// # Ok::<(), bulkhead::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// No slot was free and the caller was not allowed to wait (max wait zero, or
+    /// `try_acquire`).
+    Full,
+    /// The caller waited its whole max wait and no slot freed.
+    WaitTimedOut,
+    /// No slot was free and `max_waiting_calls` callers were already waiting.
+    TooManyWaiting,
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RejectReason::Full => "full",
+            RejectReason::WaitTimedOut => "wait timed out",
+            RejectReason::TooManyWaiting => "too many waiting",
+        })
+    }
+}
+
+/// The bulkhead refused a call. Map it like a circuit breaker's "call not permitted":
+/// the downstream is temporarily unavailable (HTTP 503, or a fallback).
+///
+/// Building one allocates nothing and touches no shared reference count: the name is
+/// interned once per distinct bulkhead name.
+///
+/// # Examples
+///
+/// ```
+/// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+/// let bulkhead = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(1).build()?);
+/// let _held = bulkhead.try_acquire()?;
+/// let err = bulkhead.try_acquire().unwrap_err();
+/// assert_eq!(err.bulkhead_name(), "bank");
+/// assert_eq!(err.max_concurrent_calls(), 1);
+/// assert_eq!(err.reason(), RejectReason::Full);
+/// assert!(err.waited().is_zero());
+/// assert!(err.to_string().starts_with("Bulkhead 'bank' is full and does not permit further calls"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BulkheadFull {
+    name: &'static str,
+    max_concurrent_calls: usize,
+    reason: RejectReason,
+    waited: Duration,
+}
+
+impl BulkheadFull {
+    pub(crate) fn new(
+        name: &'static str,
+        max_concurrent_calls: usize,
+        reason: RejectReason,
+        waited: Duration,
+    ) -> Self {
+        BulkheadFull { name, max_concurrent_calls, reason, waited }
+    }
+
+    /// The name of the bulkhead that refused the call.
+    pub fn bulkhead_name(&self) -> &str {
+        self.name
+    }
+
+    /// The limit when the call was refused.
+    pub fn max_concurrent_calls(&self) -> usize {
+        self.max_concurrent_calls
+    }
+
+    /// Why the call was refused.
+    pub fn reason(&self) -> RejectReason {
+        self.reason
+    }
+
+    /// How long the caller waited, measured from the start of the call: at least the allowed
+    /// wait for [`RejectReason::WaitTimedOut`], zero for the other reasons.
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
+}
+
+impl fmt::Display for BulkheadFull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Bulkhead '{}' is full and does not permit further calls ({}; max concurrent calls {}",
+            self.name, self.reason, self.max_concurrent_calls
+        )?;
+        if self.reason == RejectReason::WaitTimedOut {
+            write!(f, "; waited {:?}", self.waited)?;
+        }
+        f.write_str(")")
+    }
+}
+
+impl std::error::Error for BulkheadFull {}

@@ -1,0 +1,70 @@
+//! A bulkhead caps how many calls to one external system may be in flight at once, and
+//! refuses the next one at once: a rejection is a single atomic load.
+//!
+//! A bulkhead is the layer for the case a timeout and a circuit breaker miss: the downstream
+//! answers slowly but is not down, so the breaker stays closed while your threads or tasks
+//! pile up waiting on it. Size it below the connection pool ([`BulkheadConfig::for_pool`]
+//! gives 80 % of it), let callers wait briefly (100 ms) or not at all, and map
+//! [`BulkheadFull`] to "temporarily unavailable" (HTTP 503 or a fallback).
+//!
+//! It is **not** a rate limiter (it bounds calls in flight, not calls per second), and it
+//! never runs your call elsewhere: [`Bulkhead::call`] and [`Bulkhead::call_async`] run it on
+//! the caller's own thread or task, so thread-locals and tracing spans stay visible. Use
+//! `tokio::sync::Semaphore` instead when you want a general async semaphore with multi-permit
+//! acquires and `close`; use a bulkhead when you want a named, observable, reconfigurable
+//! limit with bounded waits, fast rejection, and one queue shared by sync and async callers.
+//!
+//! # Examples
+//!
+//! ```
+//! use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+//!
+//! let bank = Bulkhead::new("bank", BulkheadConfig::for_pool(20)); // 16 calls, 100 ms wait
+//! let balance = bank.call(|| "42.00 EUR")?;
+//! assert_eq!(balance, "42.00 EUR");
+//!
+//! let held: Vec<_> = (0..16).map(|_| bank.try_acquire().unwrap()).collect();
+//! let err = bank.try_acquire().unwrap_err();
+//! assert_eq!(err.reason(), RejectReason::Full);
+//! assert!(err.to_string().starts_with("Bulkhead 'bank' is full"));
+//! # drop(held);
+//! # Ok::<(), bulkhead::BulkheadFull>(())
+//! ```
+//!
+//! # Features
+//!
+//! | feature | default | what it adds |
+//! |---------|---------|--------------|
+//! | `tokio` | yes     | async waits bounded by tokio's timer; without it, bound them with [`Bulkhead::acquire_async_with_sleep`] |
+//!
+//! # Memory ordering
+//!
+//! Dropping a permit *happens-before* the acquire that next obtains that slot, whether by
+//! the fast path or by a hand-off to a queued waiter: whatever the previous holder wrote is
+//! visible to the next. Metrics are snapshots and synchronize with nothing.
+//!
+//! # Minimum supported Rust version
+//!
+//! Rust 1.75 (`rust-version` in `Cargo.toml`). Requires 64-bit atomics.
+#![doc(test(attr(deny(warnings))))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod blocking;
+mod bulkhead;
+mod config;
+mod error;
+mod event;
+mod future;
+mod intern;
+mod metrics;
+mod permit;
+mod state;
+mod sync;
+
+pub use crate::bulkhead::Bulkhead;
+pub use crate::config::{BulkheadConfig, BulkheadConfigBuilder, ConfigError};
+pub use crate::error::{BulkheadFull, RejectReason};
+pub use crate::event::{BulkheadEvent, BulkheadEventKind};
+pub use crate::future::{Acquire, AcquireOwned, AcquireWithSleep};
+pub use crate::metrics::BulkheadMetrics;
+pub use crate::permit::{OwnedPermit, Permit};
