@@ -46,6 +46,7 @@
 //! # Minimum supported Rust version
 //!
 //! Rust 1.75 (`rust-version` in `Cargo.toml`). Requires 64-bit atomics.
+#![forbid(unsafe_code)]
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -68,3 +69,8 @@ pub use crate::event::{BulkheadEvent, BulkheadEventKind};
 pub use crate::future::{Acquire, AcquireOwned, AcquireWithSleep};
 pub use crate::metrics::BulkheadMetrics;
 pub use crate::permit::{OwnedPermit, Permit};
+
+// Runs the README's Rust blocks as doctests, so its examples cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
