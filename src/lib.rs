@@ -36,6 +36,8 @@
 //! | feature | default | what it adds |
 //! |---------|---------|--------------|
 //! | `tokio` | yes     | async waits bounded by tokio's timer; without it, bound them with [`Bulkhead::acquire_async_with_sleep`] |
+//! | `metrics` | no    | [`metrics_export`]: Resilience4j-named gauges, call counters and a wait-time histogram through the `metrics` facade |
+//! | `tower` | no      | [`tower::BulkheadLayer`](crate::tower::BulkheadLayer): a bulkhead for outbound tower clients (hyper, tonic), refusing with a boxed [`BulkheadFull`] |
 //!
 //! # Memory ordering
 //!
@@ -61,6 +63,12 @@ mod metrics;
 mod permit;
 mod state;
 mod sync;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod metrics_export;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod tower;
 
 pub use crate::bulkhead::Bulkhead;
 pub use crate::config::{BulkheadConfig, BulkheadConfigBuilder, ConfigError};

@@ -1,0 +1,311 @@
+//! The `metrics` feature, rendered through `metrics-exporter-prometheus` as a scraper sees it.
+//!
+//! Each test builds its own Prometheus recorder and registers through it as a thread-local
+//! recorder, so tests share no global state.
+#![cfg(feature = "metrics")]
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use bulkhead::metrics_export::{self, InstrumentedBulkhead};
+use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+
+fn config(max: usize, wait: Duration) -> BulkheadConfig {
+    BulkheadConfig::builder().max_concurrent_calls(max).max_wait_duration(wait).build().unwrap()
+}
+
+fn setup(name: &str, config: BulkheadConfig) -> (PrometheusRecorder, Arc<Bulkhead>, InstrumentedBulkhead) {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let bulkhead = Arc::new(Bulkhead::new(name, config));
+    let instrumented = metrics::with_local_recorder(&recorder, || metrics_export::register(&bulkhead));
+    (recorder, bulkhead, instrumented)
+}
+
+/// The value of the sample `series` (metric name plus its label set, exactly as rendered),
+/// or a panic that shows the whole exposition text.
+fn sample(text: &str, series: &str) -> f64 {
+    let prefix = format!("{series} ");
+    let line = text
+        .lines()
+        .find(|line| line.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no sample `{series}` in:\n{text}"));
+    line[prefix.len()..].trim().parse().unwrap_or_else(|e| panic!("bad value in `{line}`: {e}"))
+}
+
+fn render(handle: &PrometheusHandle) -> String {
+    handle.render()
+}
+
+/// Waits (hang guard: 10 s) until `cond` holds.
+fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn gauges_render_with_resilience4j_names_and_current_values() {
+    let (recorder, bulkhead, instrumented) = setup("gauges", config(4, Duration::from_secs(30)));
+    let handle = recorder.handle();
+
+    // Registration records a first snapshot.
+    let text = render(&handle);
+    assert_eq!(sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="gauges"}"#), 4.0);
+    assert_eq!(sample(&text, r#"resilience4j_bulkhead_max_allowed_concurrent_calls{name="gauges"}"#), 4.0);
+    assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="gauges"}"#), 0.0);
+    assert_eq!(sample(&text, r#"bulkhead_waiting_calls{name="gauges"}"#), 0.0);
+    assert!(text.contains("# TYPE resilience4j_bulkhead_available_concurrent_calls gauge"), "{text}");
+
+    let held: Vec<_> = (0..4).map(|_| bulkhead.try_acquire().unwrap()).collect();
+    // A caller that queues: no event fires for it, the scrape-time snapshot sees it.
+    let waiter = {
+        let bulkhead = Arc::clone(&bulkhead);
+        thread::spawn(move || bulkhead.acquire().map(drop).is_ok())
+    };
+    eventually("the caller to queue", || bulkhead.metrics().waiting_calls() == 1);
+
+    instrumented.record();
+    let text = render(&handle);
+    assert_eq!(sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="gauges"}"#), 0.0);
+    assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="gauges"}"#), 4.0);
+    assert_eq!(sample(&text, r#"bulkhead_waiting_calls{name="gauges"}"#), 1.0);
+
+    drop(held);
+    assert!(waiter.join().unwrap(), "the queued caller gets a released permit");
+    instrumented.record();
+    let text = render(&handle);
+    assert_eq!(sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="gauges"}"#), 4.0);
+    assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="gauges"}"#), 0.0);
+    assert_eq!(sample(&text, r#"bulkhead_waiting_calls{name="gauges"}"#), 0.0);
+}
+
+#[test]
+fn gauges_follow_change_config_which_emits_no_event() {
+    let (recorder, bulkhead, instrumented) = setup("resized", BulkheadConfig::for_pool(20));
+    let handle = recorder.handle();
+    let a = bulkhead.try_acquire().unwrap();
+    let b = bulkhead.try_acquire().unwrap();
+    bulkhead.change_config(config(1, Duration::ZERO));
+
+    instrumented.record();
+    let text = render(&handle);
+    assert_eq!(sample(&text, r#"resilience4j_bulkhead_max_allowed_concurrent_calls{name="resized"}"#), 1.0);
+    // Two in flight over a limit of one: available reads 0, never negative.
+    assert_eq!(sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="resized"}"#), 0.0);
+    assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="resized"}"#), 2.0);
+    drop((a, b));
+}
+
+#[test]
+fn counters_count_permitted_rejected_by_reason_and_finished() {
+    let (recorder, bulkhead, _instrumented) = setup("counted", config(1, Duration::from_millis(2)));
+    let handle = recorder.handle();
+
+    bulkhead.call(|| ()).unwrap(); // permitted + finished
+    let held = bulkhead.try_acquire().unwrap(); // permitted
+    assert_eq!(bulkhead.try_acquire().unwrap_err().reason(), RejectReason::Full);
+    assert_eq!(bulkhead.try_acquire().unwrap_err().reason(), RejectReason::Full);
+    assert_eq!(bulkhead.acquire().unwrap_err().reason(), RejectReason::WaitTimedOut);
+    bulkhead.change_config(
+        BulkheadConfig::builder()
+            .max_concurrent_calls(1)
+            .max_wait_duration(Duration::from_secs(1))
+            .max_waiting_calls(0)
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(bulkhead.acquire().unwrap_err().reason(), RejectReason::TooManyWaiting);
+    drop(held); // finished
+
+    let text = render(&handle);
+    assert_eq!(sample(&text, r#"bulkhead_calls_permitted_total{name="counted"}"#), 2.0);
+    assert_eq!(sample(&text, r#"bulkhead_calls_finished_total{name="counted"}"#), 2.0);
+    assert_eq!(sample(&text, r#"bulkhead_calls_rejected_total{name="counted",reason="full"}"#), 2.0);
+    assert_eq!(
+        sample(&text, r#"bulkhead_calls_rejected_total{name="counted",reason="wait_timed_out"}"#),
+        1.0
+    );
+    assert_eq!(
+        sample(&text, r#"bulkhead_calls_rejected_total{name="counted",reason="too_many_waiting"}"#),
+        1.0
+    );
+    assert!(text.contains("# TYPE bulkhead_calls_rejected_total counter"), "{text}");
+}
+
+#[test]
+fn counters_are_exact_under_concurrent_calls() {
+    const THREADS: usize = 4;
+    const CALLS: usize = 500;
+    let (recorder, bulkhead, instrumented) = setup("busy", config(2, Duration::ZERO));
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let bulkhead = Arc::clone(&bulkhead);
+            let barrier = Arc::clone(&barrier);
+            thread::spawn(move || {
+                barrier.wait();
+                let mut ok = 0usize;
+                for _ in 0..CALLS {
+                    if bulkhead.call(thread::yield_now).is_ok() {
+                        ok += 1;
+                    }
+                }
+                ok
+            })
+        })
+        .collect();
+    let permitted: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    let rejected = THREADS * CALLS - permitted;
+
+    instrumented.record();
+    let text = render(&recorder.handle());
+    assert_eq!(sample(&text, r#"bulkhead_calls_permitted_total{name="busy"}"#), permitted as f64);
+    assert_eq!(sample(&text, r#"bulkhead_calls_finished_total{name="busy"}"#), permitted as f64);
+    // The handle was registered up front, so the series exists even if nothing was refused.
+    assert_eq!(
+        sample(&text, r#"bulkhead_calls_rejected_total{name="busy",reason="full"}"#),
+        rejected as f64
+    );
+    assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="busy"}"#), 0.0);
+    assert_eq!(sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="busy"}"#), 2.0);
+}
+
+#[test]
+fn wait_histogram_records_permitted_and_rejected_waits() {
+    let (recorder, bulkhead, instrumented) = setup("timed", config(1, Duration::from_millis(20)));
+    let handle = recorder.handle();
+
+    instrumented.call(|| ()).unwrap(); // permitted at once
+    let held = bulkhead.try_acquire().unwrap();
+    let err = instrumented.acquire().unwrap_err(); // waits 20 ms, then refused
+    assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+
+    // A caller that queues and is served when the holder lets go.
+    let served = {
+        let instrumented = instrumented.clone();
+        thread::spawn(move || {
+            instrumented.bulkhead().change_config(config(1, Duration::from_secs(30)));
+            instrumented.call(|| ()).is_ok()
+        })
+    };
+    eventually("the caller to queue", || bulkhead.metrics().waiting_calls() == 1);
+    drop(held);
+    assert!(served.join().unwrap());
+
+    let text = render(&handle);
+    let permitted = r#"{name="timed",outcome="permitted"}"#;
+    let rejected = r#"{name="timed",outcome="rejected"}"#;
+    assert_eq!(sample(&text, &format!("bulkhead_wait_duration_seconds_count{permitted}")), 2.0);
+    assert_eq!(sample(&text, &format!("bulkhead_wait_duration_seconds_count{rejected}")), 1.0);
+    // The refused caller waited its whole max wait; the engine measured it.
+    let rejected_sum = sample(&text, &format!("bulkhead_wait_duration_seconds_sum{rejected}"));
+    assert!(rejected_sum >= 0.020, "rejected wait sum {rejected_sum} < 20 ms\n{text}");
+    assert!(rejected_sum == err.waited().as_secs_f64(), "{rejected_sum} != {:?}", err.waited());
+}
+
+#[test]
+fn async_acquires_through_the_instrumented_bulkhead_are_timed() {
+    let (recorder, bulkhead, instrumented) = setup("async", config(1, Duration::from_secs(30)));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        assert_eq!(instrumented.call_async(async { 7 }).await.unwrap(), 7);
+        let held = instrumented.acquire_owned_async().await.unwrap();
+        let waiting = tokio::spawn(instrumented.acquire_owned_async());
+        while bulkhead.metrics().waiting_calls() == 0 {
+            tokio::task::yield_now().await;
+        }
+        drop(held);
+        drop(waiting.await.unwrap().unwrap());
+    });
+    instrumented.record();
+    let text = render(&recorder.handle());
+    assert_eq!(
+        sample(&text, r#"bulkhead_wait_duration_seconds_count{name="async",outcome="permitted"}"#),
+        3.0
+    );
+    assert_eq!(sample(&text, r#"bulkhead_calls_finished_total{name="async"}"#), 3.0);
+    assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="async"}"#), 0.0);
+}
+
+/// An async waiter that is handed a permit by a release must be counted as permitted, as a
+/// thread waiter is: otherwise `finished` outgrows `permitted` on every async hand-off.
+///
+/// Fails today: `Core::poll` in src/future.rs returns the granted permit from its
+/// `waiter.is_granted()` branch without calling `bulkhead.permitted(..)`, so no
+/// `CallPermitted` event fires for that call (its `CallFinished` does).
+#[test]
+#[ignore = "engine bug: no CallPermitted event for an async waiter granted by hand-off (src/future.rs)"]
+fn async_waiter_granted_by_hand_off_is_counted_as_permitted() {
+    let (recorder, bulkhead, _instrumented) = setup("handoff", config(1, Duration::from_secs(30)));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let held = bulkhead.try_acquire_owned().unwrap();
+        let waiting = tokio::spawn(bulkhead.acquire_owned_async());
+        while bulkhead.metrics().waiting_calls() == 0 {
+            tokio::task::yield_now().await;
+        }
+        drop(held);
+        drop(waiting.await.unwrap().unwrap());
+    });
+    let text = render(&recorder.handle());
+    assert_eq!(sample(&text, r#"bulkhead_calls_finished_total{name="handoff"}"#), 2.0);
+    assert_eq!(sample(&text, r#"bulkhead_calls_permitted_total{name="handoff"}"#), 2.0);
+}
+
+/// The same hand-off to a parked thread is counted (the sync path emits the event).
+#[test]
+fn thread_waiter_granted_by_hand_off_is_counted_as_permitted() {
+    let (recorder, bulkhead, _instrumented) = setup("handoff-sync", config(1, Duration::from_secs(30)));
+    let held = bulkhead.try_acquire().unwrap();
+    let waiter = {
+        let bulkhead = Arc::clone(&bulkhead);
+        thread::spawn(move || bulkhead.acquire().map(drop).is_ok())
+    };
+    eventually("the caller to queue", || bulkhead.metrics().waiting_calls() == 1);
+    drop(held);
+    assert!(waiter.join().unwrap());
+    let text = render(&recorder.handle());
+    assert_eq!(sample(&text, r#"bulkhead_calls_finished_total{name="handoff-sync"}"#), 2.0);
+    assert_eq!(sample(&text, r#"bulkhead_calls_permitted_total{name="handoff-sync"}"#), 2.0);
+}
+
+#[test]
+fn record_free_function_sets_gauges_of_unregistered_bulkheads() {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let a = Bulkhead::new("plain-a", config(3, Duration::ZERO));
+    let b = Bulkhead::new("plain-b", config(5, Duration::ZERO));
+    let _held = b.try_acquire().unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        metrics_export::record(&a);
+        metrics_export::record(&b);
+    });
+    let text = recorder.handle().render();
+    assert_eq!(sample(&text, r#"resilience4j_bulkhead_max_allowed_concurrent_calls{name="plain-a"}"#), 3.0);
+    assert_eq!(sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="plain-b"}"#), 4.0);
+    assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="plain-b"}"#), 1.0);
+    // No listener was registered, so no counters exist for these bulkheads.
+    assert!(!text.contains("bulkhead_calls_permitted_total"), "{text}");
+}
+
+#[test]
+fn two_bulkheads_are_told_apart_by_the_name_label() {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let bank = Arc::new(Bulkhead::new("label-bank", config(2, Duration::ZERO)));
+    let pay = Arc::new(Bulkhead::new("label-pay", config(2, Duration::ZERO)));
+    let (m_bank, m_pay) = metrics::with_local_recorder(&recorder, || {
+        (metrics_export::register(&bank), metrics_export::register(&pay))
+    });
+    bank.call(|| ()).unwrap();
+    let _held = pay.try_acquire().unwrap();
+    m_bank.record();
+    m_pay.record();
+    let text = recorder.handle().render();
+    assert_eq!(sample(&text, r#"bulkhead_calls_finished_total{name="label-bank"}"#), 1.0);
+    assert_eq!(sample(&text, r#"bulkhead_calls_finished_total{name="label-pay"}"#), 0.0);
+    assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="label-bank"}"#), 0.0);
+    assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="label-pay"}"#), 1.0);
+}
