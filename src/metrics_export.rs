@@ -124,9 +124,7 @@ struct Counters {
 
 impl Counters {
     fn new(name: &str) -> Self {
-        let rejected = |reason: RejectReason| {
-            counter!(CALLS_REJECTED, "name" => name.to_owned(), "reason" => reason_label(reason))
-        };
+        let rejected = |reason: RejectReason| counter!(CALLS_REJECTED, "name" => name.to_owned(), "reason" => reason_label(reason));
         Counters {
             permitted: counter!(CALLS_PERMITTED, "name" => name.to_owned()),
             rejected_full: rejected(RejectReason::Full),
@@ -218,9 +216,7 @@ pub fn register(bulkhead: &Arc<Bulkhead>) -> InstrumentedBulkhead {
     let name = bulkhead.name();
     let counters = Counters::new(name);
     bulkhead.on_event(move |event| counters.on_event(event));
-    let wait = |outcome: &'static str| {
-        histogram!(WAIT_DURATION, "name" => name.to_owned(), "outcome" => outcome)
-    };
+    let wait = |outcome: &'static str| histogram!(WAIT_DURATION, "name" => name.to_owned(), "outcome" => outcome);
     let instrumented = InstrumentedBulkhead {
         inner: Arc::new(Inner {
             bulkhead: Arc::clone(bulkhead),

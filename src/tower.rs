@@ -378,7 +378,9 @@ where
                     this.state.set(State::Done);
                     return Poll::Ready(output.map_err(Into::into));
                 }
-                StateProj::Done => panic!("a bulkhead ResponseFuture was polled after it completed"),
+                StateProj::Done => {
+                    panic!("a bulkhead ResponseFuture was polled after it completed")
+                }
             }
         }
     }

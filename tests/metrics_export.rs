@@ -16,10 +16,14 @@ fn config(max: usize, wait: Duration) -> BulkheadConfig {
     BulkheadConfig::builder().max_concurrent_calls(max).max_wait_duration(wait).build().unwrap()
 }
 
-fn setup(name: &str, config: BulkheadConfig) -> (PrometheusRecorder, Arc<Bulkhead>, InstrumentedBulkhead) {
+fn setup(
+    name: &str,
+    config: BulkheadConfig,
+) -> (PrometheusRecorder, Arc<Bulkhead>, InstrumentedBulkhead) {
     let recorder = PrometheusBuilder::new().build_recorder();
     let bulkhead = Arc::new(Bulkhead::new(name, config));
-    let instrumented = metrics::with_local_recorder(&recorder, || metrics_export::register(&bulkhead));
+    let instrumented =
+        metrics::with_local_recorder(&recorder, || metrics_export::register(&bulkhead));
     (recorder, bulkhead, instrumented)
 }
 
@@ -54,11 +58,20 @@ fn gauges_render_with_resilience4j_names_and_current_values() {
 
     // Registration records a first snapshot.
     let text = render(&handle);
-    assert_eq!(sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="gauges"}"#), 4.0);
-    assert_eq!(sample(&text, r#"resilience4j_bulkhead_max_allowed_concurrent_calls{name="gauges"}"#), 4.0);
+    assert_eq!(
+        sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="gauges"}"#),
+        4.0
+    );
+    assert_eq!(
+        sample(&text, r#"resilience4j_bulkhead_max_allowed_concurrent_calls{name="gauges"}"#),
+        4.0
+    );
     assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="gauges"}"#), 0.0);
     assert_eq!(sample(&text, r#"bulkhead_waiting_calls{name="gauges"}"#), 0.0);
-    assert!(text.contains("# TYPE resilience4j_bulkhead_available_concurrent_calls gauge"), "{text}");
+    assert!(
+        text.contains("# TYPE resilience4j_bulkhead_available_concurrent_calls gauge"),
+        "{text}"
+    );
 
     let held: Vec<_> = (0..4).map(|_| bulkhead.try_acquire().unwrap()).collect();
     // A caller that queues: no event fires for it, the scrape-time snapshot sees it.
@@ -70,7 +83,10 @@ fn gauges_render_with_resilience4j_names_and_current_values() {
 
     instrumented.record();
     let text = render(&handle);
-    assert_eq!(sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="gauges"}"#), 0.0);
+    assert_eq!(
+        sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="gauges"}"#),
+        0.0
+    );
     assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="gauges"}"#), 4.0);
     assert_eq!(sample(&text, r#"bulkhead_waiting_calls{name="gauges"}"#), 1.0);
 
@@ -78,7 +94,10 @@ fn gauges_render_with_resilience4j_names_and_current_values() {
     assert!(waiter.join().unwrap(), "the queued caller gets a released permit");
     instrumented.record();
     let text = render(&handle);
-    assert_eq!(sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="gauges"}"#), 4.0);
+    assert_eq!(
+        sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="gauges"}"#),
+        4.0
+    );
     assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="gauges"}"#), 0.0);
     assert_eq!(sample(&text, r#"bulkhead_waiting_calls{name="gauges"}"#), 0.0);
 }
@@ -93,9 +112,15 @@ fn gauges_follow_change_config_which_emits_no_event() {
 
     instrumented.record();
     let text = render(&handle);
-    assert_eq!(sample(&text, r#"resilience4j_bulkhead_max_allowed_concurrent_calls{name="resized"}"#), 1.0);
+    assert_eq!(
+        sample(&text, r#"resilience4j_bulkhead_max_allowed_concurrent_calls{name="resized"}"#),
+        1.0
+    );
     // Two in flight over a limit of one: available reads 0, never negative.
-    assert_eq!(sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="resized"}"#), 0.0);
+    assert_eq!(
+        sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="resized"}"#),
+        0.0
+    );
     assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="resized"}"#), 2.0);
     drop((a, b));
 }
@@ -124,7 +149,10 @@ fn counters_count_permitted_rejected_by_reason_and_finished() {
     let text = render(&handle);
     assert_eq!(sample(&text, r#"bulkhead_calls_permitted_total{name="counted"}"#), 2.0);
     assert_eq!(sample(&text, r#"bulkhead_calls_finished_total{name="counted"}"#), 2.0);
-    assert_eq!(sample(&text, r#"bulkhead_calls_rejected_total{name="counted",reason="full"}"#), 2.0);
+    assert_eq!(
+        sample(&text, r#"bulkhead_calls_rejected_total{name="counted",reason="full"}"#),
+        2.0
+    );
     assert_eq!(
         sample(&text, r#"bulkhead_calls_rejected_total{name="counted",reason="wait_timed_out"}"#),
         1.0
@@ -171,7 +199,10 @@ fn counters_are_exact_under_concurrent_calls() {
         rejected as f64
     );
     assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="busy"}"#), 0.0);
-    assert_eq!(sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="busy"}"#), 2.0);
+    assert_eq!(
+        sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="busy"}"#),
+        2.0
+    );
 }
 
 #[test]
@@ -259,7 +290,8 @@ fn async_waiter_granted_by_hand_off_is_counted_as_permitted() {
 /// The same hand-off to a parked thread is counted (the sync path emits the event).
 #[test]
 fn thread_waiter_granted_by_hand_off_is_counted_as_permitted() {
-    let (recorder, bulkhead, _instrumented) = setup("handoff-sync", config(1, Duration::from_secs(30)));
+    let (recorder, bulkhead, _instrumented) =
+        setup("handoff-sync", config(1, Duration::from_secs(30)));
     let held = bulkhead.try_acquire().unwrap();
     let waiter = {
         let bulkhead = Arc::clone(&bulkhead);
@@ -284,8 +316,14 @@ fn record_free_function_sets_gauges_of_unregistered_bulkheads() {
         metrics_export::record(&b);
     });
     let text = recorder.handle().render();
-    assert_eq!(sample(&text, r#"resilience4j_bulkhead_max_allowed_concurrent_calls{name="plain-a"}"#), 3.0);
-    assert_eq!(sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="plain-b"}"#), 4.0);
+    assert_eq!(
+        sample(&text, r#"resilience4j_bulkhead_max_allowed_concurrent_calls{name="plain-a"}"#),
+        3.0
+    );
+    assert_eq!(
+        sample(&text, r#"resilience4j_bulkhead_available_concurrent_calls{name="plain-b"}"#),
+        4.0
+    );
     assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="plain-b"}"#), 1.0);
     // No listener was registered, so no counters exist for these bulkheads.
     assert!(!text.contains("bulkhead_calls_permitted_total"), "{text}");
