@@ -52,16 +52,27 @@ fn burst(bulkhead: &Arc<Bulkhead>, callers: usize, wait: bool) -> Vec<Outcome> {
 
 fn report(title: &str, outcomes: &[Outcome]) {
     println!("\n{title}");
-    let done: Vec<_> =
-        outcomes.iter().filter_map(|o| if let Outcome::Done(d) = o { Some(*d) } else { None }).collect();
+    let done: Vec<_> = outcomes
+        .iter()
+        .filter_map(|o| if let Outcome::Done(d) = o { Some(*d) } else { None })
+        .collect();
     let refused: Vec<_> = outcomes
         .iter()
         .filter_map(|o| if let Outcome::Refused(d, e) = o { Some((*d, e)) } else { None })
         .collect();
-    println!("  admitted: {:>2}  (each call took ~{:?})", done.len(), done.iter().max().unwrap_or(&Duration::ZERO));
+    println!(
+        "  admitted: {:>2}  (each call took ~{:?})",
+        done.len(),
+        done.iter().max().unwrap_or(&Duration::ZERO)
+    );
     println!("  refused:  {:>2}", refused.len());
     for (took, err) in &refused {
-        println!("    refused in {:>9.1?}  reason {:<14} {}", took, format!("{:?}", err.reason()), err);
+        println!(
+            "    refused in {:>9.1?}  reason {:<14} {}",
+            took,
+            format!("{:?}", err.reason()),
+            err
+        );
     }
 }
 
