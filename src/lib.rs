@@ -38,6 +38,8 @@
 //! | `tokio` | yes     | async waits bounded by tokio's timer; without it, bound them with [`Bulkhead::acquire_async_with_sleep`] |
 //! | `metrics` | no    | [`metrics_export`]: Resilience4j-named gauges, call counters and a wait-time histogram through the `metrics` facade |
 //! | `tower` | no      | [`tower::BulkheadLayer`](crate::tower::BulkheadLayer): a bulkhead for outbound tower clients (hyper, tonic), refusing with a boxed [`BulkheadFull`] |
+//! | `serde` | no      | `bulkhead::file`: Resilience4j-style `application.yml` / `.toml` files (`resilience4j.bulkhead.*`), the style guide's rules as checks, and `BulkheadRegistry::from_file` |
+//! | `cli`   | no      | the `bulkhead-check` command: prints each instance's effective config and the rules' findings; exits 1 on errors |
 //!
 //! # Memory ordering
 //!
@@ -57,15 +59,19 @@ mod bulkhead;
 mod config;
 mod error;
 mod event;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub mod file;
 mod future;
 mod intern;
 mod metrics;
-mod permit;
-mod state;
-mod sync;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics_export;
+mod permit;
+mod registry;
+mod state;
+mod sync;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
@@ -77,6 +83,7 @@ pub use crate::event::{BulkheadEvent, BulkheadEventKind};
 pub use crate::future::{Acquire, AcquireOwned, AcquireWithSleep};
 pub use crate::metrics::BulkheadMetrics;
 pub use crate::permit::{OwnedPermit, Permit};
+pub use crate::registry::{BulkheadRegistry, BulkheadRegistryBuilder, RegistryError};
 
 // Runs the README's Rust blocks as doctests, so its examples cannot rot.
 #[cfg(doctest)]

@@ -1,0 +1,218 @@
+//! `bulkhead-check`: reads Resilience4j-style `application.yml` / `.toml` files, prints each
+//! bulkhead instance's effective configuration, and checks the style guide's rules.
+//!
+//! ```text
+//! cargo run --features cli --bin bulkhead-check -- application.yml
+//! ```
+//!
+//! Exit status: 0 when there is nothing worse than a warning, 1 on any error (a syntax
+//! error, a settings error, or a rule of severity error), 2 on a usage error (bad
+//! arguments, an unreadable file, an unknown extension).
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use bulkhead::file::{format_duration, FileError, Format, Report, Severity};
+
+const USAGE: &str = "\
+usage: bulkhead-check [--format yaml|toml] [--deny-warnings] FILE...
+
+Reads Resilience4j-style bulkhead settings (resilience4j.bulkhead.*) from each FILE
+(.yml, .yaml or .toml), prints every instance's effective configuration, and checks the
+style guide's rules (R-RES-BH-X1, R-RES-BH-3, R-RES-BH-1, R-RES-BH-WAIT).
+
+options:
+  --format yaml|toml   read every FILE in this format, whatever its extension
+  --deny-warnings      exit 1 on warnings too
+  -h, --help           print this help
+
+exit status: 0 no errors (warnings allowed), 1 errors found, 2 usage error";
+
+struct Args {
+    format: Option<Format>,
+    deny_warnings: bool,
+    files: Vec<String>,
+}
+
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
+    let mut parsed = Args { format: None, deny_warnings: false, files: Vec::new() };
+    let mut only_files = false;
+    while let Some(arg) = args.next() {
+        if only_files {
+            parsed.files.push(arg);
+            continue;
+        }
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        match flag.as_str() {
+            "-h" | "--help" => return Ok(None),
+            "--deny-warnings" if inline.is_none() => parsed.deny_warnings = true,
+            "--format" => {
+                let value = inline.or_else(|| args.next()).ok_or("--format needs a value")?;
+                parsed.format = Some(match value.to_ascii_lowercase().as_str() {
+                    "yaml" | "yml" => Format::Yaml,
+                    "toml" => Format::Toml,
+                    other => return Err(format!("unknown format '{other}' (use yaml or toml)")),
+                });
+            }
+            "--" => only_files = true,
+            s if s.starts_with('-') && s != "-" => return Err(format!("unknown option '{arg}'")),
+            _ => parsed.files.push(arg),
+        }
+    }
+    if parsed.files.is_empty() {
+        return Err("no file given".to_owned());
+    }
+    Ok(Some(parsed))
+}
+
+/// Reads one file: `Err` with the exit status when it cannot be checked.
+fn load(path: &str, format: Option<Format>) -> Result<Report, (FileError, u8)> {
+    let result = match format {
+        None => Report::from_path(path),
+        Some(format) => match std::fs::read_to_string(path) {
+            Ok(text) => Report::parse(&text, format),
+            Err(source) => Err(FileError::Io { path: path.into(), source }),
+        },
+    };
+    result.map_err(|e| {
+        let status = match e {
+            FileError::Syntax { .. } | FileError::Invalid(_) => 1,
+            _ => 2,
+        };
+        (e, status)
+    })
+}
+
+fn table(rows: &[Vec<String>]) -> String {
+    let mut widths = vec![0; rows.first().map_or(0, Vec::len)];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::from("  ");
+        for (i, (cell, w)) in row.iter().zip(&widths).enumerate() {
+            line.push_str(cell);
+            if i + 1 < row.len() {
+                line.push_str(&" ".repeat(w - cell.chars().count() + 2));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn print_report(
+    out: &mut impl std::io::Write,
+    path: &str,
+    report: &Report,
+) -> std::io::Result<(usize, usize)> {
+    let file = report.file();
+    writeln!(out, "{path} ({})", file.format())?;
+    if !file.has_bulkhead_section() {
+        writeln!(out, "  no resilience4j.bulkhead section")?;
+    }
+    if !file.instances().is_empty() {
+        writeln!(out, "instances:")?;
+        let mut rows = vec![[
+            "name",
+            "max-concurrent-calls",
+            "max-wait-duration",
+            "max-waiting-calls",
+            "base config",
+        ]
+        .map(str::to_owned)
+        .to_vec()];
+        for i in file.instances() {
+            let c = i.config();
+            rows.push(vec![
+                i.name().to_owned(),
+                c.max_concurrent_calls().to_string(),
+                format_duration(c.max_wait_duration()),
+                c.max_waiting_calls().map_or_else(|| "no cap".to_owned(), |n| n.to_string()),
+                if i.base_chain().is_empty() {
+                    "(built-in defaults)".to_owned()
+                } else {
+                    i.base_chain().join(" -> ")
+                },
+            ]);
+        }
+        write!(out, "{}", table(&rows))?;
+    }
+    if !file.configs().is_empty() {
+        let names: Vec<&str> = file.configs().iter().map(|c| c.name()).collect();
+        writeln!(out, "configs: {}", names.join(", "))?;
+    }
+    if !file.ignored().is_empty() {
+        writeln!(out, "ignored:")?;
+        for ignored in file.ignored() {
+            writeln!(out, "  {ignored}")?;
+        }
+    }
+    let mut errors = report.errors().len();
+    let mut warnings = 0;
+    if !report.errors().is_empty() || !report.findings().is_empty() {
+        writeln!(out, "findings:")?;
+    }
+    for e in report.errors() {
+        writeln!(out, "  error {e}")?;
+    }
+    for f in report.findings() {
+        match f.severity() {
+            Severity::Error => errors += 1,
+            Severity::Warning => warnings += 1,
+        }
+        writeln!(out, "  {f}")?;
+    }
+    writeln!(
+        out,
+        "{path}: {} instance(s), {errors} error(s), {warnings} warning(s), {} ignored",
+        file.instances().len(),
+        file.ignored().len()
+    )?;
+    Ok((errors, warnings))
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(Some(args)) => args,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => {
+            eprintln!("bulkhead-check: {message}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut status = 0u8;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for (n, path) in args.files.iter().enumerate() {
+        if n > 0 {
+            let _ = writeln!(out);
+        }
+        match load(path, args.format) {
+            Ok(report) => match print_report(&mut out, path, &report) {
+                Ok((errors, warnings)) => {
+                    if errors > 0 || (args.deny_warnings && warnings > 0) {
+                        status = status.max(1);
+                    }
+                }
+                Err(_) => return ExitCode::from(2), // stdout closed
+            },
+            Err((e, code)) => {
+                let _ = out.flush();
+                eprintln!("bulkhead-check: {path}: {e}");
+                status = status.max(code);
+            }
+        }
+    }
+    ExitCode::from(status)
+}

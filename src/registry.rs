@@ -1,0 +1,716 @@
+//! A named set of bulkheads and configurations, as Resilience4j's `BulkheadRegistry` is.
+
+use core::fmt;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::{Bulkhead, BulkheadConfig};
+
+/// The name of the registry's default configuration. It is reserved: it can be read but
+/// neither overwritten nor removed.
+const DEFAULT_CONFIG: &str = "default";
+
+/// Holds a service's bulkheads by name, with a default configuration, named configurations
+/// and tags, so every part of the service that calls one downstream shares one limit.
+///
+/// - [`bulkhead`](Self::bulkhead) gets or creates: the same name always gives the same
+///   `Arc<Bulkhead>`. **The first creation wins**: asking again under the same name with
+///   another configuration ([`bulkhead_with`](Self::bulkhead_with),
+///   [`bulkhead_with_config`](Self::bulkhead_with_config)) returns the existing bulkhead
+///   unchanged. Use [`Bulkhead::change_config`] to reconfigure it, or
+///   [`replace`](Self::replace) to swap it.
+/// - Named configurations are added with [`add_config`](Self::add_config). The name
+///   `"default"` is reserved for the registry's default configuration.
+/// - Tags (for metrics labels, for instance): the registry's own tags, merged with each
+///   bulkhead's tags, the bulkhead's winning on a clash ([`tags`](Self::tags)).
+/// - With the `serde` feature, [`from_file`](Self::from_file) builds the whole registry from
+///   a Resilience4j-style `application.yml` or `.toml` in one call.
+///
+/// The registry is `Send + Sync`; share it in an `Arc` or a `static`. Lookups take a
+/// read lock, creation a write lock; acquiring permits never touches the registry.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use bulkhead::{BulkheadConfig, BulkheadRegistry};
+///
+/// let registry = BulkheadRegistry::builder()
+///     .default_config(BulkheadConfig::for_pool(20))
+///     .add_config("reports", BulkheadConfig::builder().max_concurrent_calls(2).build()?)
+///     .tag("service", "payments")
+///     .build()?;
+///
+/// let bank = registry.bulkhead("bank"); // created with the default config: 16 calls
+/// assert!(Arc::ptr_eq(&bank, &registry.bulkhead("bank"))); // same name, same bulkhead
+/// assert_eq!(bank.config().max_concurrent_calls(), 16);
+///
+/// let reports = registry.bulkhead_with_config("reports-api", "reports")?;
+/// assert_eq!(reports.config().max_concurrent_calls(), 2);
+///
+/// let names: Vec<String> = registry.all().iter().map(|b| b.name().to_owned()).collect();
+/// assert_eq!(names, ["bank", "reports-api"]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct BulkheadRegistry {
+    default_config: BulkheadConfig,
+    registry_tags: BTreeMap<String, String>,
+    inner: RwLock<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Named configurations, without "default".
+    configs: BTreeMap<String, BulkheadConfig>,
+    entries: BTreeMap<String, Entry>,
+}
+
+struct Entry {
+    bulkhead: Arc<Bulkhead>,
+    tags: BTreeMap<String, String>,
+}
+
+/// A registry operation was refused.
+///
+/// # Examples
+///
+/// ```
+/// use bulkhead::{BulkheadConfig, BulkheadRegistry, RegistryError};
+///
+/// let registry = BulkheadRegistry::default();
+/// let err = registry.add_config("default", BulkheadConfig::for_pool(10)).unwrap_err();
+/// assert_eq!(err, RegistryError::ReservedConfigName);
+/// let err = registry.bulkhead_with_config("bank", "missing").unwrap_err();
+/// assert_eq!(err.to_string(), "no bulkhead configuration named 'missing'");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// `"default"` names the registry's default configuration: it cannot be overwritten or
+    /// removed. Set it with [`BulkheadRegistry::new`] or the builder's `default_config`.
+    ReservedConfigName,
+    /// No configuration is registered under this name.
+    UnknownConfig(String),
+}
+
+impl fmt::Display for RegistryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RegistryError::ReservedConfigName => f.write_str(
+                "the configuration name 'default' is reserved for the registry's default \
+                 configuration: it cannot be overwritten or removed",
+            ),
+            RegistryError::UnknownConfig(name) => {
+                write!(f, "no bulkhead configuration named '{name}'")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RegistryError {}
+
+impl Default for BulkheadRegistry {
+    /// A registry whose default configuration is [`BulkheadConfig::default`].
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, BulkheadRegistry};
+    /// let registry = BulkheadRegistry::default();
+    /// assert_eq!(registry.default_config(), BulkheadConfig::default());
+    /// ```
+    fn default() -> Self {
+        BulkheadRegistry::new(BulkheadConfig::default())
+    }
+}
+
+impl BulkheadRegistry {
+    /// A registry with `default_config`, no named configurations, no tags.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, BulkheadRegistry};
+    /// let registry = BulkheadRegistry::new(BulkheadConfig::for_pool(20));
+    /// assert_eq!(registry.bulkhead("bank").config(), BulkheadConfig::for_pool(20));
+    /// ```
+    pub fn new(default_config: BulkheadConfig) -> Self {
+        BulkheadRegistry {
+            default_config,
+            registry_tags: BTreeMap::new(),
+            inner: RwLock::new(Inner::default()),
+        }
+    }
+
+    /// A builder for a registry with a default configuration, named configurations and
+    /// tags.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, BulkheadRegistry};
+    /// let registry = BulkheadRegistry::builder()
+    ///     .add_config("bank", BulkheadConfig::for_pool(20))
+    ///     .build()?;
+    /// assert_eq!(registry.config("bank"), Some(BulkheadConfig::for_pool(20)));
+    /// # Ok::<(), bulkhead::RegistryError>(())
+    /// ```
+    pub fn builder() -> BulkheadRegistryBuilder {
+        BulkheadRegistryBuilder {
+            default_config: BulkheadConfig::default(),
+            configs: Vec::new(),
+            tags: BTreeMap::new(),
+        }
+    }
+
+    /// The default configuration: what [`bulkhead`](Self::bulkhead) creates with.
+    ///
+    /// ```
+    /// # use bulkhead::{BulkheadConfig, BulkheadRegistry};
+    /// assert_eq!(BulkheadRegistry::default().default_config(), BulkheadConfig::default());
+    /// ```
+    pub fn default_config(&self) -> BulkheadConfig {
+        self.default_config.clone()
+    }
+
+    /// Adds or overwrites the configuration `name`, returning the one it replaced.
+    /// Bulkheads already created with the old one keep it.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::ReservedConfigName`] for `"default"`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, BulkheadRegistry};
+    /// let registry = BulkheadRegistry::default();
+    /// assert_eq!(registry.add_config("bank", BulkheadConfig::for_pool(20))?, None);
+    /// let old = registry.add_config("bank", BulkheadConfig::for_pool(10))?;
+    /// assert_eq!(old, Some(BulkheadConfig::for_pool(20)));
+    /// assert!(registry.add_config("default", BulkheadConfig::for_pool(10)).is_err());
+    /// # Ok::<(), bulkhead::RegistryError>(())
+    /// ```
+    pub fn add_config(
+        &self,
+        name: impl Into<String>,
+        config: BulkheadConfig,
+    ) -> Result<Option<BulkheadConfig>, RegistryError> {
+        let name = name.into();
+        if name == DEFAULT_CONFIG {
+            return Err(RegistryError::ReservedConfigName);
+        }
+        Ok(self.inner.write().configs.insert(name, config))
+    }
+
+    /// Removes the configuration `name`, returning it (`None` if there was none). Bulkheads
+    /// created with it keep it.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::ReservedConfigName`] for `"default"`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, BulkheadRegistry, RegistryError};
+    /// let registry = BulkheadRegistry::default();
+    /// registry.add_config("bank", BulkheadConfig::for_pool(20))?;
+    /// assert_eq!(registry.remove_config("bank")?, Some(BulkheadConfig::for_pool(20)));
+    /// assert_eq!(registry.remove_config("bank")?, None);
+    /// assert_eq!(registry.remove_config("default"), Err(RegistryError::ReservedConfigName));
+    /// # Ok::<(), bulkhead::RegistryError>(())
+    /// ```
+    pub fn remove_config(&self, name: &str) -> Result<Option<BulkheadConfig>, RegistryError> {
+        if name == DEFAULT_CONFIG {
+            return Err(RegistryError::ReservedConfigName);
+        }
+        Ok(self.inner.write().configs.remove(name))
+    }
+
+    /// The configuration `name`; `"default"` gives the default configuration.
+    ///
+    /// ```
+    /// # use bulkhead::{BulkheadConfig, BulkheadRegistry};
+    /// let registry = BulkheadRegistry::new(BulkheadConfig::for_pool(20));
+    /// assert_eq!(registry.config("default"), Some(BulkheadConfig::for_pool(20)));
+    /// assert_eq!(registry.config("other"), None);
+    /// ```
+    pub fn config(&self, name: &str) -> Option<BulkheadConfig> {
+        if name == DEFAULT_CONFIG {
+            return Some(self.default_config());
+        }
+        self.inner.read().configs.get(name).cloned()
+    }
+
+    /// The names of all configurations, `"default"` included, sorted.
+    ///
+    /// ```
+    /// # use bulkhead::{BulkheadConfig, BulkheadRegistry};
+    /// let registry = BulkheadRegistry::default();
+    /// registry.add_config("slow", BulkheadConfig::for_pool(4))?;
+    /// assert_eq!(registry.config_names(), ["default", "slow"]);
+    /// # Ok::<(), bulkhead::RegistryError>(())
+    /// ```
+    pub fn config_names(&self) -> Vec<String> {
+        let inner = self.inner.read();
+        let mut names: Vec<String> = inner.configs.keys().cloned().collect();
+        names.push(DEFAULT_CONFIG.to_owned());
+        names.sort();
+        names
+    }
+
+    /// The bulkhead `name`, created with the default configuration if it does not exist yet.
+    /// The same name always gives the same bulkhead (the first creation wins).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::BulkheadRegistry;
+    /// let registry = BulkheadRegistry::default();
+    /// let a = registry.bulkhead("bank");
+    /// let b = registry.bulkhead("bank");
+    /// assert!(Arc::ptr_eq(&a, &b));
+    /// assert_eq!(a.config().max_concurrent_calls(), 25);
+    /// ```
+    pub fn bulkhead(&self, name: &str) -> Arc<Bulkhead> {
+        self.get_or_create(name, || (self.default_config(), BTreeMap::new()))
+    }
+
+    /// The bulkhead `name`, created with the named configuration `config_name` if it does not
+    /// exist yet. An existing bulkhead is returned unchanged, whatever its configuration.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::UnknownConfig`] when no configuration is named `config_name` (checked
+    /// even when the bulkhead exists, so a typo never passes silently).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, BulkheadRegistry, RegistryError};
+    /// let registry = BulkheadRegistry::default();
+    /// registry.add_config("pool-20", BulkheadConfig::for_pool(20))?;
+    /// let bank = registry.bulkhead_with_config("bank", "pool-20")?;
+    /// assert_eq!(bank.config().max_concurrent_calls(), 16);
+    /// assert_eq!(
+    ///     registry.bulkhead_with_config("bank", "pool-2O").unwrap_err(),
+    ///     RegistryError::UnknownConfig("pool-2O".into())
+    /// );
+    /// # Ok::<(), bulkhead::RegistryError>(())
+    /// ```
+    pub fn bulkhead_with_config(
+        &self,
+        name: &str,
+        config_name: &str,
+    ) -> Result<Arc<Bulkhead>, RegistryError> {
+        let config = self
+            .config(config_name)
+            .ok_or_else(|| RegistryError::UnknownConfig(config_name.to_owned()))?;
+        Ok(self.get_or_create(name, || (config, BTreeMap::new())))
+    }
+
+    /// The bulkhead `name`, created with `config` if it does not exist yet. An existing
+    /// bulkhead is returned unchanged.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, BulkheadRegistry};
+    /// let registry = BulkheadRegistry::default();
+    /// let bank = registry.bulkhead_with("bank", BulkheadConfig::for_pool(20));
+    /// assert_eq!(bank.config().max_concurrent_calls(), 16);
+    /// // The first creation wins: the same name with another config is the same bulkhead.
+    /// let again = registry.bulkhead_with("bank", BulkheadConfig::for_pool(100));
+    /// assert_eq!(again.config().max_concurrent_calls(), 16);
+    /// ```
+    pub fn bulkhead_with(&self, name: &str, config: BulkheadConfig) -> Arc<Bulkhead> {
+        self.get_or_create(name, || (config, BTreeMap::new()))
+    }
+
+    /// The bulkhead `name`, created with `config` and the bulkhead's own `tags` if it does not
+    /// exist yet. An existing bulkhead is returned unchanged, tags included.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, BulkheadRegistry};
+    /// let registry = BulkheadRegistry::builder().tag("team", "core").tag("tier", "1").build()?;
+    /// registry.bulkhead_with_tags("bank", BulkheadConfig::for_pool(20), [("tier", "0")]);
+    /// let tags = registry.tags("bank").unwrap();
+    /// assert_eq!(tags["team"], "core");
+    /// assert_eq!(tags["tier"], "0"); // the bulkhead's tag wins
+    /// # Ok::<(), bulkhead::RegistryError>(())
+    /// ```
+    pub fn bulkhead_with_tags<K, V>(
+        &self,
+        name: &str,
+        config: BulkheadConfig,
+        tags: impl IntoIterator<Item = (K, V)>,
+    ) -> Arc<Bulkhead>
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        self.get_or_create(name, || {
+            (config, tags.into_iter().map(|(k, v)| (k.into(), v.into())).collect())
+        })
+    }
+
+    fn get_or_create(
+        &self,
+        name: &str,
+        make: impl FnOnce() -> (BulkheadConfig, BTreeMap<String, String>),
+    ) -> Arc<Bulkhead> {
+        if let Some(entry) = self.inner.read().entries.get(name) {
+            return Arc::clone(&entry.bulkhead);
+        }
+        let mut inner = self.inner.write();
+        // Another thread may have created it between the two locks: the first one wins.
+        let entry = inner.entries.entry(name.to_owned()).or_insert_with(|| {
+            let (config, tags) = make();
+            Entry { bulkhead: Arc::new(Bulkhead::new(name, config)), tags }
+        });
+        Arc::clone(&entry.bulkhead)
+    }
+
+    /// The bulkhead `name`, if it exists. Never creates one.
+    ///
+    /// ```
+    /// # use bulkhead::BulkheadRegistry;
+    /// let registry = BulkheadRegistry::default();
+    /// assert!(registry.find("bank").is_none());
+    /// registry.bulkhead("bank");
+    /// assert_eq!(registry.find("bank").unwrap().name(), "bank");
+    /// ```
+    pub fn find(&self, name: &str) -> Option<Arc<Bulkhead>> {
+        self.inner.read().entries.get(name).map(|e| Arc::clone(&e.bulkhead))
+    }
+
+    /// Removes the bulkhead `name` (and its tags) from the registry and returns it. Holders
+    /// of the `Arc` keep using it; the next [`bulkhead`](Self::bulkhead) call under that name
+    /// creates a new one.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use bulkhead::BulkheadRegistry;
+    /// let registry = BulkheadRegistry::default();
+    /// let old = registry.bulkhead("bank");
+    /// assert!(Arc::ptr_eq(&registry.remove("bank").unwrap(), &old));
+    /// assert!(registry.find("bank").is_none());
+    /// assert!(registry.remove("bank").is_none());
+    /// ```
+    pub fn remove(&self, name: &str) -> Option<Arc<Bulkhead>> {
+        self.inner.write().entries.remove(name).map(|e| e.bulkhead)
+    }
+
+    /// Replaces the bulkhead registered as `name` with `bulkhead` and returns the old one.
+    /// Like Resilience4j's `replace`, it does nothing and returns `None` when no bulkhead is
+    /// registered under `name`. The entry's tags are kept.
+    ///
+    /// # Panics
+    ///
+    /// When `bulkhead.name()` is not `name`: the registry's names and the bulkheads' own
+    /// names (in errors, events and metrics) must agree.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, BulkheadRegistry};
+    /// let registry = BulkheadRegistry::default();
+    /// let old = registry.bulkhead("bank");
+    /// let new = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+    /// let replaced = registry.replace("bank", Arc::clone(&new)).unwrap();
+    /// assert!(Arc::ptr_eq(&replaced, &old));
+    /// assert!(Arc::ptr_eq(&registry.bulkhead("bank"), &new));
+    /// assert!(registry.replace("other", Arc::new(Bulkhead::new("other", BulkheadConfig::default()))).is_none());
+    /// ```
+    #[track_caller]
+    pub fn replace(&self, name: &str, bulkhead: Arc<Bulkhead>) -> Option<Arc<Bulkhead>> {
+        assert_eq!(
+            bulkhead.name(),
+            name,
+            "BulkheadRegistry::replace: the bulkhead's name must be the registry name"
+        );
+        let mut inner = self.inner.write();
+        let entry = inner.entries.get_mut(name)?;
+        Some(core::mem::replace(&mut entry.bulkhead, bulkhead))
+    }
+
+    /// Every registered bulkhead, sorted by name (a snapshot).
+    ///
+    /// ```
+    /// # use bulkhead::BulkheadRegistry;
+    /// let registry = BulkheadRegistry::default();
+    /// registry.bulkhead("b");
+    /// registry.bulkhead("a");
+    /// let names: Vec<_> = registry.all().iter().map(|b| b.name().to_owned()).collect();
+    /// assert_eq!(names, ["a", "b"]);
+    /// ```
+    pub fn all(&self) -> Vec<Arc<Bulkhead>> {
+        self.inner.read().entries.values().map(|e| Arc::clone(&e.bulkhead)).collect()
+    }
+
+    /// The names of every registered bulkhead, sorted.
+    ///
+    /// ```
+    /// # use bulkhead::BulkheadRegistry;
+    /// let registry = BulkheadRegistry::default();
+    /// registry.bulkhead("bank");
+    /// assert_eq!(registry.names(), ["bank"]);
+    /// ```
+    pub fn names(&self) -> Vec<String> {
+        self.inner.read().entries.keys().cloned().collect()
+    }
+
+    /// How many bulkheads are registered.
+    ///
+    /// ```
+    /// # use bulkhead::BulkheadRegistry;
+    /// let registry = BulkheadRegistry::default();
+    /// assert_eq!(registry.len(), 0);
+    /// registry.bulkhead("bank");
+    /// assert_eq!(registry.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.inner.read().entries.len()
+    }
+
+    /// Whether no bulkhead is registered.
+    ///
+    /// ```
+    /// # use bulkhead::BulkheadRegistry;
+    /// assert!(BulkheadRegistry::default().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.inner.read().entries.is_empty()
+    }
+
+    /// The registry's own tags (applied to every bulkhead).
+    ///
+    /// ```
+    /// # use bulkhead::BulkheadRegistry;
+    /// let registry = BulkheadRegistry::builder().tag("service", "payments").build()?;
+    /// assert_eq!(registry.registry_tags()["service"], "payments");
+    /// # Ok::<(), bulkhead::RegistryError>(())
+    /// ```
+    pub fn registry_tags(&self) -> &BTreeMap<String, String> {
+        &self.registry_tags
+    }
+
+    /// The tags of the bulkhead `name`: the registry's tags merged with the bulkhead's own,
+    /// the bulkhead's winning on a clash. `None` if no such bulkhead is registered.
+    ///
+    /// ```
+    /// # use bulkhead::BulkheadRegistry;
+    /// let registry = BulkheadRegistry::builder().tag("service", "payments").build()?;
+    /// registry.bulkhead("bank");
+    /// assert_eq!(registry.tags("bank").unwrap()["service"], "payments");
+    /// assert_eq!(registry.tags("nope"), None);
+    /// # Ok::<(), bulkhead::RegistryError>(())
+    /// ```
+    pub fn tags(&self, name: &str) -> Option<BTreeMap<String, String>> {
+        let inner = self.inner.read();
+        let entry = inner.entries.get(name)?;
+        let mut tags = self.registry_tags.clone();
+        tags.extend(entry.tags.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Some(tags)
+    }
+}
+
+/// Building a registry from a configuration file (feature `serde`).
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+impl BulkheadRegistry {
+    /// Builds a registry from a Resilience4j-style `.yml`, `.yaml` or `.toml` file in one
+    /// call: `configs.default` becomes the default configuration, the other `configs` the
+    /// named ones, `tags` the registry tags, and every instance is created with its
+    /// effective configuration. See [`crate::file`] for what is read.
+    ///
+    /// The style guide's rules are not applied here; run `bulkhead-check` or
+    /// [`ConfigFile::check`](crate::file::ConfigFile::check) in CI for those.
+    ///
+    /// # Errors
+    ///
+    /// [`FileError`](crate::file::FileError): unreadable file, unknown extension, syntax
+    /// error, or every settings error found.
+    ///
+    /// ```no_run
+    /// let registry = bulkhead::BulkheadRegistry::from_file("application.yml")?;
+    /// let bank = registry.find("bank").expect("configured in application.yml");
+    /// let balance = bank.call(|| "42.00 EUR");
+    /// # drop(balance);
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
+    pub fn from_file(
+        path: impl AsRef<std::path::Path>,
+    ) -> Result<BulkheadRegistry, crate::file::FileError> {
+        crate::file::ConfigFile::from_path(path).map(|f| BulkheadRegistry::from_config_file(&f))
+    }
+
+    /// Builds a registry from YAML text; see [`from_file`](Self::from_file).
+    ///
+    /// # Errors
+    ///
+    /// [`FileError::Syntax`](crate::file::FileError::Syntax) or
+    /// [`FileError::Invalid`](crate::file::FileError::Invalid).
+    ///
+    /// ```
+    /// use bulkhead::BulkheadRegistry;
+    /// let registry = BulkheadRegistry::from_yaml_str(
+    ///     "
+    /// resilience4j:
+    ///   bulkhead:
+    ///     tags: { service: payments }
+    ///     configs:
+    ///       default: { max-concurrent-calls: 16, max-wait-duration: 100ms }
+    ///       reports: { max-concurrent-calls: 2 }
+    ///     instances:
+    ///       bank: {}
+    ///       statements: { base-config: reports }
+    /// ",
+    /// )?;
+    /// assert_eq!(registry.names(), ["bank", "statements"]);
+    /// assert_eq!(registry.find("bank").unwrap().config().max_concurrent_calls(), 16);
+    /// assert_eq!(registry.find("statements").unwrap().config().max_concurrent_calls(), 2);
+    /// assert_eq!(registry.bulkhead("new").config().max_concurrent_calls(), 16); // default
+    /// assert_eq!(registry.config_names(), ["default", "reports"]);
+    /// assert_eq!(registry.tags("bank").unwrap()["service"], "payments");
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
+    pub fn from_yaml_str(text: &str) -> Result<BulkheadRegistry, crate::file::FileError> {
+        crate::file::ConfigFile::from_yaml_str(text).map(|f| BulkheadRegistry::from_config_file(&f))
+    }
+
+    /// Builds a registry from TOML text; see [`from_file`](Self::from_file).
+    ///
+    /// # Errors
+    ///
+    /// [`FileError::Syntax`](crate::file::FileError::Syntax) or
+    /// [`FileError::Invalid`](crate::file::FileError::Invalid).
+    ///
+    /// ```
+    /// let registry = bulkhead::BulkheadRegistry::from_toml_str(
+    ///     "[resilience4j.bulkhead.instances.bank]\nmax-concurrent-calls = 16",
+    /// )?;
+    /// assert_eq!(registry.find("bank").unwrap().config().max_concurrent_calls(), 16);
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
+    pub fn from_toml_str(text: &str) -> Result<BulkheadRegistry, crate::file::FileError> {
+        crate::file::ConfigFile::from_toml_str(text).map(|f| BulkheadRegistry::from_config_file(&f))
+    }
+
+    /// Builds a registry from a file already loaded; see [`from_file`](Self::from_file).
+    ///
+    /// ```
+    /// use bulkhead::{file::ConfigFile, BulkheadRegistry};
+    /// let file = ConfigFile::from_yaml_str("resilience4j.bulkhead.instances.bank.max-concurrent-calls: 16")?;
+    /// let registry = BulkheadRegistry::from_config_file(&file);
+    /// assert_eq!(registry.find("bank").unwrap().config().max_concurrent_calls(), 16);
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
+    pub fn from_config_file(file: &crate::file::ConfigFile) -> BulkheadRegistry {
+        let mut registry = BulkheadRegistry::new(file.default_config());
+        registry.registry_tags = file.tags().clone();
+        {
+            let mut inner = registry.inner.write();
+            for config in file.configs().iter().filter(|c| c.name() != DEFAULT_CONFIG) {
+                inner.configs.insert(config.name().to_owned(), config.config().clone());
+            }
+        }
+        for instance in file.instances() {
+            registry.bulkhead_with(instance.name(), instance.config().clone());
+        }
+        registry
+    }
+}
+
+impl fmt::Debug for BulkheadRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.inner.read();
+        f.debug_struct("BulkheadRegistry")
+            .field("default_config", &self.default_config)
+            .field("configs", &inner.configs)
+            .field("tags", &self.registry_tags)
+            .field("bulkheads", &inner.entries.values().map(|e| &e.bulkhead).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Builds a [`BulkheadRegistry`]; see [`BulkheadRegistry::builder`].
+///
+/// # Examples
+///
+/// ```
+/// use bulkhead::{BulkheadConfig, BulkheadRegistry};
+/// let registry = BulkheadRegistry::builder()
+///     .default_config(BulkheadConfig::for_pool(10))
+///     .add_config("bank", BulkheadConfig::for_pool(20))
+///     .tags([("service", "payments"), ("zone", "eu")])
+///     .build()?;
+/// assert_eq!(registry.bulkhead("x").config().max_concurrent_calls(), 8);
+/// # Ok::<(), bulkhead::RegistryError>(())
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct BulkheadRegistryBuilder {
+    default_config: BulkheadConfig,
+    configs: Vec<(String, BulkheadConfig)>,
+    tags: BTreeMap<String, String>,
+}
+
+impl BulkheadRegistryBuilder {
+    /// Sets the default configuration ([`BulkheadConfig::default`] unless set).
+    pub fn default_config(mut self, config: BulkheadConfig) -> Self {
+        self.default_config = config;
+        self
+    }
+
+    /// Adds a named configuration; a later one with the same name replaces it. `"default"`
+    /// is refused by [`build`](Self::build).
+    pub fn add_config(mut self, name: impl Into<String>, config: BulkheadConfig) -> Self {
+        self.configs.push((name.into(), config));
+        self
+    }
+
+    /// Adds a registry tag (applied to every bulkhead unless the bulkhead has its own).
+    pub fn tag(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.tags.insert(key.into(), value.into());
+        self
+    }
+
+    /// Adds several registry tags.
+    pub fn tags<K: Into<String>, V: Into<String>>(
+        mut self,
+        tags: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        self.tags.extend(tags.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self
+    }
+
+    /// Builds the registry.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::ReservedConfigName`] when a named configuration is called
+    /// `"default"` (use [`default_config`](Self::default_config)).
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, BulkheadRegistry, RegistryError};
+    /// let err = BulkheadRegistry::builder()
+    ///     .add_config("default", BulkheadConfig::for_pool(4))
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err, RegistryError::ReservedConfigName);
+    /// ```
+    pub fn build(self) -> Result<BulkheadRegistry, RegistryError> {
+        let mut registry = BulkheadRegistry::new(self.default_config);
+        registry.registry_tags = self.tags;
+        for (name, config) in self.configs {
+            registry.add_config(name, config)?;
+        }
+        Ok(registry)
+    }
+}
