@@ -36,8 +36,8 @@
 //! | feature | default | what it adds |
 //! |---------|---------|--------------|
 //! | `tokio` | yes     | async waits bounded by tokio's timer; without it, bound them with [`Bulkhead::acquire_async_with_sleep`] |
-//! | `metrics` | no    | [`metrics_export`]: Resilience4j-named gauges, call counters and a wait-time histogram through the `metrics` facade |
-//! | `tower` | no      | [`tower::BulkheadLayer`](crate::tower::BulkheadLayer): a bulkhead for outbound tower clients (hyper, tonic), refusing with a boxed [`BulkheadFull`] |
+//! | `metrics` | no    | `bulkhead::metrics_export`: Resilience4j-named gauges, call counters and a wait-time histogram through the `metrics` facade |
+//! | `tower` | no      | `bulkhead::tower::BulkheadLayer`: a bulkhead for outbound tower clients (hyper, tonic), refusing with a boxed [`BulkheadFull`] |
 //! | `serde` | no      | `bulkhead::file`: Resilience4j-style `application.yml` / `.toml` files (`resilience4j.bulkhead.*`), the style guide's rules as checks, and `BulkheadRegistry::from_file` |
 //! | `cli`   | no      | the `bulkhead-check` command: prints each instance's effective config and the rules' findings; exits 1 on errors |
 //!

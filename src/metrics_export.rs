@@ -387,11 +387,9 @@ impl InstrumentedBulkhead {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn acquire_async(&self) -> impl Future<Output = Result<Permit<'_>, BulkheadFull>> + '_ {
-        async move {
-            let start = Instant::now();
-            self.timed(start, self.inner.bulkhead.acquire_async().await)
-        }
+    pub async fn acquire_async(&self) -> Result<Permit<'_>, BulkheadFull> {
+        let start = Instant::now();
+        self.timed(start, self.inner.bulkhead.acquire_async().await)
     }
 
     /// [`Bulkhead::acquire_owned_async`], timed. The future is `Send + 'static`.

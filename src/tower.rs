@@ -15,6 +15,10 @@
 //!     502
 //! }
 //! # }
+//! # let bank = bulkhead::Bulkhead::new("bank", bulkhead::BulkheadConfig::builder().max_concurrent_calls(0).build().unwrap());
+//! # let refused: bulkhead::tower::BoxError = Box::new(bank.try_acquire().unwrap_err());
+//! # assert_eq!(status(&refused), 503);
+//! # assert_eq!(status(&"connection reset".into()), 502);
 //! ```
 //!
 //! # Why no permit is reserved in `poll_ready`
@@ -427,3 +431,9 @@ impl Observer {
         let _ = (started, result);
     }
 }
+
+// docs/integrations.md (the README draft for this feature and `metrics`): its Rust blocks
+// run as doctests, so the snippets cannot rot.
+#[cfg(all(doctest, feature = "metrics"))]
+#[doc = include_str!("../docs/integrations.md")]
+struct IntegrationsDoctests;
