@@ -80,6 +80,7 @@ impl<S: Future<Output = ()>> Core<S> {
                 waiter.register(cx.waker());
                 if waiter.is_granted() {
                     self.waiter = None;
+                    bulkhead.permitted(sem.load());
                     return self.finish(bulkhead, Ok(()));
                 }
             }

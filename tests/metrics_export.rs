@@ -269,7 +269,6 @@ fn async_acquires_through_the_instrumented_bulkhead_are_timed() {
 /// `waiter.is_granted()` branch without calling `bulkhead.permitted(..)`, so no
 /// `CallPermitted` event fires for that call (its `CallFinished` does).
 #[test]
-#[ignore = "engine bug: no CallPermitted event for an async waiter granted by hand-off (src/future.rs)"]
 fn async_waiter_granted_by_hand_off_is_counted_as_permitted() {
     let (recorder, bulkhead, _instrumented) = setup("handoff", config(1, Duration::from_secs(30)));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
