@@ -25,7 +25,7 @@ const DEFAULT_CONFIG: &str = "default";
 ///   `"default"` is reserved for the registry's default configuration.
 /// - Tags (for metrics labels, for instance): the registry's own tags, merged with each
 ///   bulkhead's tags, the bulkhead's winning on a clash ([`tags`](Self::tags)).
-/// - With the `serde` feature, [`from_file`](Self::from_file) builds the whole registry from
+/// - With the `serde` feature, `from_file` builds the whole registry from
 ///   a Resilience4j-style `application.yml` or `.toml` in one call.
 ///
 /// The registry is `Send + Sync`; share it in an `Arc` or a `static`. Lookups take a
@@ -714,3 +714,9 @@ impl BulkheadRegistryBuilder {
         Ok(registry)
     }
 }
+
+// Runs docs/config-files.md's Rust blocks (the README section on config files and the
+// registry, kept beside this module until it is merged) as doctests, so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/config-files.md")]
+struct ConfigFilesDoctests;

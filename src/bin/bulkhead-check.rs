@@ -161,7 +161,7 @@ fn print_report(
         writeln!(out, "findings:")?;
     }
     for e in report.errors() {
-        writeln!(out, "  error {e}")?;
+        writeln!(out, "  error[config] {e}")?;
     }
     for f in report.findings() {
         match f.severity() {

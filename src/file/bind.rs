@@ -101,6 +101,7 @@ pub(crate) fn load(
 ) -> Result<(ConfigFile, Vec<ConfigError>), FileError> {
     let docs = match format {
         Format::Yaml => {
+            tree::yaml::guard(text).map_err(|message| FileError::Syntax { format, message })?;
             let docs = yaml_rust2::YamlLoader::load_from_str(text)
                 .map_err(|e| FileError::Syntax { format, message: e.to_string() })?;
             docs.iter()

@@ -154,8 +154,75 @@ fn clip(mut s: String) -> String {
 }
 
 pub(crate) mod yaml {
+    use std::collections::{HashMap, HashSet};
+
     use super::{clip, split_key, Leaf, Seg, Value};
+    use yaml_rust2::parser::{Event, Parser};
     use yaml_rust2::Yaml;
+
+    /// The deepest nesting of maps and lists we read. Real configuration files stay far
+    /// below; the YAML parser's own limit covers flow collections (`[[[`) only, and a deep
+    /// block nesting would overflow the stack when the value tree is built or dropped.
+    pub(crate) const MAX_DEPTH: usize = 64;
+
+    /// The most nodes a file may expand to once aliases are resolved (the loader copies an
+    /// anchored node for every alias, so a few lines can otherwise expand exponentially).
+    pub(crate) const MAX_NODES: usize = 100_000;
+
+    /// Reads the event stream once, without building anything, and refuses what the loader
+    /// could not handle safely: nesting deeper than [`MAX_DEPTH`] or more than [`MAX_NODES`]
+    /// nodes after alias expansion. Syntax errors are left for the loader to report.
+    pub(crate) fn guard(text: &str) -> Result<(), String> {
+        let mut parser = Parser::new_from_str(text);
+        let mut depth = 0usize;
+        let mut nodes = 0usize;
+        // Collections being read: (anchor id, node count at their start).
+        let mut open: Vec<(usize, usize)> = Vec::new();
+        // Expanded size of each anchored node.
+        let mut sizes: HashMap<usize, usize> = HashMap::new();
+        loop {
+            let Ok((event, mark)) = parser.next_token() else { return Ok(()) };
+            let at = || format!("at line {} column {}", mark.line(), mark.col() + 1);
+            match event {
+                Event::StreamEnd => return Ok(()),
+                Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Err(format!(
+                            "maps and lists nested deeper than {MAX_DEPTH} levels {}",
+                            at()
+                        ));
+                    }
+                    open.push((anchor, nodes));
+                    nodes += 1;
+                }
+                Event::SequenceEnd | Event::MappingEnd => {
+                    depth = depth.saturating_sub(1);
+                    if let Some((anchor, start)) = open.pop() {
+                        if anchor > 0 {
+                            sizes.insert(anchor, nodes - start);
+                        }
+                    }
+                }
+                Event::Scalar(_, _, anchor, _) => {
+                    nodes += 1;
+                    if anchor > 0 {
+                        sizes.insert(anchor, 1);
+                    }
+                }
+                Event::Alias(id) => {
+                    nodes = nodes.saturating_add(sizes.get(&id).copied().unwrap_or(1))
+                }
+                _ => {}
+            }
+            if nodes > MAX_NODES {
+                return Err(format!(
+                    "more than {MAX_NODES} values once aliases are expanded {}",
+                    at()
+                ));
+            }
+        }
+    }
 
     /// The key as text: Spring reads `1: x` as the key `1`.
     fn key_text(key: &Yaml) -> String {
@@ -197,6 +264,7 @@ pub(crate) mod yaml {
             Yaml::Hash(map) => {
                 let explicit: Vec<(&Yaml, &Yaml)> =
                     map.iter().filter(|(k, _)| k.as_str() != Some("<<")).collect();
+                let mut taken: HashSet<&Yaml> = explicit.iter().map(|(k, _)| *k).collect();
                 let mut merged: Vec<(&Yaml, &Yaml)> = Vec::new();
                 if let Some(source) = map.get(&Yaml::String("<<".to_owned())) {
                     let sources: Vec<&Yaml> = match source {
@@ -206,9 +274,7 @@ pub(crate) mod yaml {
                     for source in sources {
                         if let Yaml::Hash(m) = source {
                             for (k, v) in m {
-                                let shadowed = explicit.iter().any(|(e, _)| *e == k)
-                                    || merged.iter().any(|(e, _)| *e == k);
-                                if !shadowed {
+                                if taken.insert(k) {
                                     merged.push((k, v));
                                 }
                             }
