@@ -663,6 +663,14 @@ pub struct BulkheadRegistryBuilder {
 
 impl BulkheadRegistryBuilder {
     /// Sets the default configuration ([`BulkheadConfig::default`] unless set).
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, BulkheadRegistry};
+    /// let registry = BulkheadRegistry::builder().default_config(BulkheadConfig::for_pool(5)).build()?;
+    /// assert_eq!(registry.default_config().max_concurrent_calls(), 4);
+    /// # let _ = BulkheadConfig::default();
+    /// # Ok::<(), bulkhead::RegistryError>(())
+    /// ```
     pub fn default_config(mut self, config: BulkheadConfig) -> Self {
         self.default_config = config;
         self
@@ -670,18 +678,42 @@ impl BulkheadRegistryBuilder {
 
     /// Adds a named configuration; a later one with the same name replaces it. `"default"`
     /// is refused by [`build`](Self::build).
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, BulkheadRegistry};
+    /// let registry = BulkheadRegistry::builder().add_config("slow", BulkheadConfig::for_pool(5)).build()?;
+    /// assert_eq!(registry.config_names(), ["default", "slow"]);
+    /// # let _ = BulkheadConfig::default();
+    /// # Ok::<(), bulkhead::RegistryError>(())
+    /// ```
     pub fn add_config(mut self, name: impl Into<String>, config: BulkheadConfig) -> Self {
         self.configs.push((name.into(), config));
         self
     }
 
     /// Adds a registry tag (applied to every bulkhead unless the bulkhead has its own).
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, BulkheadRegistry};
+    /// let registry = BulkheadRegistry::builder().tag("zone", "eu").build()?;
+    /// assert_eq!(registry.registry_tags()["zone"], "eu");
+    /// # let _ = BulkheadConfig::default();
+    /// # Ok::<(), bulkhead::RegistryError>(())
+    /// ```
     pub fn tag(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.tags.insert(key.into(), value.into());
         self
     }
 
     /// Adds several registry tags.
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, BulkheadRegistry};
+    /// let registry = BulkheadRegistry::builder().tags([("zone", "eu"), ("tier", "1")]).build()?;
+    /// assert_eq!(registry.registry_tags().len(), 2);
+    /// # let _ = BulkheadConfig::default();
+    /// # Ok::<(), bulkhead::RegistryError>(())
+    /// ```
     pub fn tags<K: Into<String>, V: Into<String>>(
         mut self,
         tags: impl IntoIterator<Item = (K, V)>,

@@ -517,26 +517,63 @@ impl ConfigFile {
     }
 
     /// The syntax it was read as.
+    ///
+    /// ```
+    /// # use bulkhead::file::{ConfigFile, Format};
+    /// assert_eq!(ConfigFile::from_toml_str("")?.format(), Format::Toml);
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn format(&self) -> Format {
         self.format
     }
 
     /// The instances, sorted by name, with their effective configurations.
+    ///
+    /// ```
+    /// # use bulkhead::file::ConfigFile;
+    /// let file = ConfigFile::from_yaml_str("resilience4j.bulkhead.instances: { b: {}, a: {} }")?;
+    /// let names: Vec<&str> = file.instances().iter().map(|i| i.name()).collect();
+    /// assert_eq!(names, ["a", "b"]);
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn instances(&self) -> &[Instance] {
         &self.instances
     }
 
     /// The instance `name`.
+    ///
+    /// ```
+    /// # use bulkhead::file::ConfigFile;
+    /// let file = ConfigFile::from_yaml_str("resilience4j.bulkhead.instances.bank.max-concurrent-calls: 4")?;
+    /// assert_eq!(file.instance("bank").unwrap().config().max_concurrent_calls(), 4);
+    /// assert!(file.instance("Bank").is_none()); // names are exact
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn instance(&self, name: &str) -> Option<&Instance> {
         self.instances.iter().find(|i| i.name == name)
     }
 
     /// The named configs (`configs.default` included), sorted by name, resolved.
+    ///
+    /// ```
+    /// # use bulkhead::file::ConfigFile;
+    /// let file = ConfigFile::from_yaml_str("resilience4j.bulkhead.configs: { slow: {}, default: {} }")?;
+    /// let names: Vec<&str> = file.configs().iter().map(|c| c.name()).collect();
+    /// assert_eq!(names, ["default", "slow"]);
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn configs(&self) -> &[NamedConfig] {
         &self.configs
     }
 
     /// The config `name`.
+    ///
+    /// ```
+    /// # use bulkhead::file::ConfigFile;
+    /// let file = ConfigFile::from_yaml_str("resilience4j.bulkhead.configs.slow.max-wait-duration: 50ms")?;
+    /// assert_eq!(file.config("slow").unwrap().config().max_wait_duration().as_millis(), 50);
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn config(&self, name: &str) -> Option<&NamedConfig> {
         self.configs.iter().find(|c| c.name == name)
     }
@@ -554,11 +591,25 @@ impl ConfigFile {
     }
 
     /// `resilience4j.bulkhead.tags.*`: the tags for a registry built from this file.
+    ///
+    /// ```
+    /// # use bulkhead::file::ConfigFile;
+    /// let file = ConfigFile::from_yaml_str("resilience4j.bulkhead.tags.service: payments")?;
+    /// assert_eq!(file.tags()["service"], "payments");
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn tags(&self) -> &BTreeMap<String, String> {
         &self.tags
     }
 
     /// Keys accepted but without effect here, and skipped documents.
+    ///
+    /// ```
+    /// # use bulkhead::file::ConfigFile;
+    /// let file = ConfigFile::from_yaml_str("resilience4j.bulkhead.configs.default.event-consumer-buffer-size: 10")?;
+    /// assert_eq!(file.ignored()[0].path(), "resilience4j.bulkhead.configs.default.event-consumer-buffer-size");
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn ignored(&self) -> &[Ignored] {
         &self.ignored
     }
@@ -575,6 +626,13 @@ impl ConfigFile {
     }
 
     /// Applies the style guide's rules ([`rules`]) and returns the findings.
+    ///
+    /// ```
+    /// # use bulkhead::file::{rules, ConfigFile};
+    /// let file = ConfigFile::from_yaml_str("resilience4j.bulkhead.instances.bank.type: THREADPOOL")?;
+    /// assert_eq!(file.check()[0].rule(), rules::THREAD_POOL);
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn check(&self) -> Vec<Finding> {
         rules::check(self)
     }
@@ -649,21 +707,45 @@ impl Report {
     }
 
     /// What could be resolved (an entry with an error in its chain is left out).
+    ///
+    /// ```
+    /// let report = bulkhead::file::Report::parse("resilience4j.bulkhead.instances.a: {}", bulkhead::file::Format::Yaml)?;
+    /// assert_eq!(report.file().instances().len(), 1);
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn file(&self) -> &ConfigFile {
         &self.file
     }
 
     /// Every settings error.
+    ///
+    /// ```
+    /// let report = bulkhead::file::Report::parse("resilience4j.bulkhead.instances.a.typo: 1", bulkhead::file::Format::Yaml)?;
+    /// assert_eq!(report.errors()[0].key(), "resilience4j.bulkhead.instances.a.typo");
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn errors(&self) -> &[ConfigError] {
         &self.errors
     }
 
     /// The rules' findings.
+    ///
+    /// ```
+    /// let report = bulkhead::file::Report::parse("resilience4j.bulkhead.instances.a.max-wait-duration: 5s", bulkhead::file::Format::Yaml)?;
+    /// assert_eq!(report.findings().len(), 1);
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn findings(&self) -> &[Finding] {
         &self.findings
     }
 
     /// Whether there is a settings error or a finding of severity [`Severity::Error`].
+    ///
+    /// ```
+    /// let report = bulkhead::file::Report::parse("resilience4j.bulkhead.instances.a.type: THREADPOOL", bulkhead::file::Format::Yaml)?;
+    /// assert!(report.has_errors());
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn has_errors(&self) -> bool {
         !self.errors.is_empty() || self.findings.iter().any(|f| f.severity() == Severity::Error)
     }

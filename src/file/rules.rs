@@ -110,21 +110,49 @@ pub struct Finding {
 
 impl Finding {
     /// The rule id, one of this module's constants.
+    ///
+    /// ```
+    /// let file = bulkhead::file::ConfigFile::from_yaml_str("resilience4j.bulkhead.instances.a.max-wait-duration: 5s")?;
+    /// let finding = &file.check()[0];
+    /// assert_eq!(finding.rule(), "R-RES-BH-WAIT");
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn rule(&self) -> &'static str {
         self.rule
     }
 
     /// How bad it is.
+    ///
+    /// ```
+    /// let file = bulkhead::file::ConfigFile::from_yaml_str("resilience4j.bulkhead.instances.a.max-wait-duration: 5s")?;
+    /// let finding = &file.check()[0];
+    /// assert_eq!(finding.severity(), bulkhead::file::Severity::Warning);
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn severity(&self) -> Severity {
         self.severity
     }
 
     /// The key path it is about, as written in the file.
+    ///
+    /// ```
+    /// let file = bulkhead::file::ConfigFile::from_yaml_str("resilience4j.bulkhead.instances.a.max-wait-duration: 5s")?;
+    /// let finding = &file.check()[0];
+    /// assert_eq!(finding.path(), "resilience4j.bulkhead.instances.a.max-wait-duration");
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn path(&self) -> &str {
         &self.path
     }
 
     /// What is wrong and what the guide asks for.
+    ///
+    /// ```
+    /// let file = bulkhead::file::ConfigFile::from_yaml_str("resilience4j.bulkhead.instances.a.max-wait-duration: 5s")?;
+    /// let finding = &file.check()[0];
+    /// assert!(finding.message().starts_with("max-wait-duration is 5s"));
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
     pub fn message(&self) -> &str {
         &self.message
     }
