@@ -70,6 +70,22 @@ resilience4j.bulkhead:
 }
 
 #[test]
+fn a_later_document_can_take_threadpool_back() {
+    let text = "
+resilience4j.bulkhead.instances.bank.type: THREADPOOL
+---
+resilience4j.bulkhead.instances.bank.type: SEMAPHORE
+";
+    assert_eq!(yaml(text), []);
+    let text = "
+resilience4j.bulkhead.instances.bank.type: SEMAPHORE
+---
+resilience4j.bulkhead.instances.bank.type: THREADPOOL
+";
+    assert_eq!(yaml(text), [err(rules::THREAD_POOL, "resilience4j.bulkhead.instances.bank.type")]);
+}
+
+#[test]
 fn thread_pool_bulkhead_sections_are_errors() {
     let found = yaml(
         "

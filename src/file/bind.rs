@@ -74,6 +74,8 @@ struct Decl {
     max_waiting_calls: Option<At<usize>>,
     /// `None` inside: written empty, meaning "no base config".
     base_config: Option<At<Option<String>>>,
+    /// `type: THREADPOOL`, as written (a later document's `type: SEMAPHORE` clears it).
+    thread_pool: Option<At<String>>,
 }
 
 #[derive(Default)]
@@ -411,9 +413,12 @@ impl Binder {
                 },
             },
             Setting::Type => match value.as_text().map(|t| tree::canonical(&t)) {
-                Some(t) if t == "semaphore" => Ok(()),
+                Some(t) if t == "semaphore" => {
+                    decl.thread_pool = None;
+                    Ok(())
+                }
                 Some(t) if t == "threadpool" => {
-                    self.facts.thread_pool_types.push((path.clone(), value.render()));
+                    decl.thread_pool = Some(At { value: value.render(), path: path.clone() });
                     Ok(())
                 }
                 _ => Err("is not a bulkhead type (SEMAPHORE or THREADPOOL)".to_owned()),
@@ -425,6 +430,11 @@ impl Binder {
     }
 
     fn finish(mut self, format: Format) -> (ConfigFile, Vec<ConfigError>) {
+        for decl in self.configs.values().chain(self.instances.values()) {
+            if let Some(At { value, path }) = &decl.thread_pool {
+                self.facts.thread_pool_types.push((path.clone(), value.clone()));
+            }
+        }
         let mut cycles: BTreeSet<Vec<String>> = BTreeSet::new();
         let mut configs = Vec::new();
         let config_names: Vec<String> = self.configs.keys().cloned().collect();
