@@ -1,0 +1,802 @@
+//! Reference-model checking for one bulkhead, shared by the `ops` fuzz target and by
+//! `tests/fuzz_corpus.rs` (which includes this file with `#[path]`), so the corpus replay
+//! under plain `cargo test` runs exactly the checks the fuzzer runs.
+//!
+//! [`run_ops`] decodes bytes into a sequence of operations on one bulkhead (sync and async
+//! acquires, harness-controlled deadlines, permit and future drops, reconfiguration,
+//! listeners) and after every step compares every observable with a small sequential
+//! model: each result and rejection reason, `waited`, the error's limit, all four metrics,
+//! which queued futures were woken (exactly the ones granted, in FIFO order), when a sleep
+//! future was built and for how long, and the events every listener saw. Any difference
+//! panics with the step number and both values.
+//!
+//! [`run_config`] feeds bytes to every configuration entry point the crate has.
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use bulkhead::{
+    Acquire, AcquireOwned, AcquireWithSleep, Bulkhead, BulkheadConfig, BulkheadEventKind,
+    BulkheadFull, OwnedPermit, Permit, RejectReason,
+};
+
+/// The bulkhead's name (one name: names are interned for the life of the process).
+pub const NAME: &str = "fuzz-ops";
+/// At most this many futures and permits are alive at once; extra starts are skipped.
+const MAX_LIVE: usize = 48;
+/// At most this many listeners.
+const MAX_LISTENERS: usize = 3;
+const MAX: usize = BulkheadConfig::MAX_CONCURRENT_CALLS;
+
+/// The limits a configuration byte can select: small ones (where the interesting
+/// interleavings are) and the engine's extremes.
+const LIMITS: [usize; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, MAX, MAX - 1, 1 << 20, 2];
+
+/// The max waits a configuration byte can select.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WaitMode {
+    /// Fail fast.
+    Zero,
+    /// One hour: a deadline the harness decides (its sleep future), never the real clock.
+    Long,
+    /// `u64::MAX - 1` nanoseconds (584 years): still a bounded wait. (Exactly `u64::MAX`
+    /// nanoseconds is the engine's "unbounded" sentinel; see RELIABILITY.md.)
+    Huge,
+    /// `Duration::MAX`: unbounded, no sleep is ever built.
+    Max,
+    /// `u64::MAX` seconds: does not fit in nanoseconds, so unbounded as well.
+    Secs,
+}
+
+impl WaitMode {
+    fn decode(b: u8) -> WaitMode {
+        match b % 8 {
+            0 | 1 => WaitMode::Zero,
+            2..=4 => WaitMode::Long,
+            5 => WaitMode::Huge,
+            6 => WaitMode::Max,
+            _ => WaitMode::Secs,
+        }
+    }
+
+    fn duration(self) -> Duration {
+        match self {
+            WaitMode::Zero => Duration::ZERO,
+            WaitMode::Long => Duration::from_secs(3600),
+            WaitMode::Huge => Duration::from_nanos(u64::MAX - 1),
+            WaitMode::Max => Duration::MAX,
+            WaitMode::Secs => Duration::from_secs(u64::MAX),
+        }
+    }
+
+    /// The wait a sleep future is built for, `None` when the wait is unbounded.
+    fn bounded(self) -> Option<Duration> {
+        match self {
+            WaitMode::Long | WaitMode::Huge => Some(self.duration()),
+            WaitMode::Zero | WaitMode::Max | WaitMode::Secs => None,
+        }
+    }
+}
+
+/// A counting waker: how often the engine woke a future.
+struct CountingWaker(AtomicUsize);
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A sleep future that completes when the harness says the deadline has passed.
+pub struct HarnessSleep {
+    fired: Rc<Cell<bool>>,
+}
+
+impl Future for HarnessSleep {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if self.fired.get() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+type MakeSleep = Box<dyn FnOnce(Duration) -> HarnessSleep>;
+
+/// A permit the harness holds.
+enum Held<'a> {
+    Borrowed(Permit<'a>),
+    Owned(OwnedPermit),
+}
+
+impl Held<'_> {
+    fn bulkhead(&self) -> &Bulkhead {
+        match self {
+            Held::Borrowed(p) => p.bulkhead(),
+            Held::Owned(p) => p.bulkhead(),
+        }
+    }
+}
+
+/// The three kinds of acquire future.
+enum RealFuture<'a> {
+    WithSleep(AcquireWithSleep<'a, MakeSleep, HarnessSleep>),
+    Plain(Acquire<'a>),
+    Owned(AcquireOwned),
+}
+
+impl<'a> RealFuture<'a> {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<Held<'a>, BulkheadFull>> {
+        match self {
+            RealFuture::WithSleep(f) => Pin::new(f).poll(cx).map(|r| r.map(Held::Borrowed)),
+            RealFuture::Plain(f) => Pin::new(f).poll(cx).map(|r| r.map(Held::Borrowed)),
+            RealFuture::Owned(f) => Pin::new(f).poll(cx).map(|r| r.map(Held::Owned)),
+        }
+    }
+}
+
+/// A live future and what the harness knows about it.
+struct LiveFuture<'a> {
+    future: RealFuture<'a>,
+    waker: Arc<CountingWaker>,
+    fired: Rc<Cell<bool>>,
+    /// Each wait `make_sleep` was called with.
+    made: Rc<Cell<Option<Duration>>>,
+    made_calls: Rc<Cell<usize>>,
+    /// Model: granted a permit it has not yet returned from `poll`.
+    granted: bool,
+    /// Model: the wait its sleep was built for, if one was.
+    sleep_for: Option<Duration>,
+    /// Model: the max wait when it queued.
+    wait: Duration,
+}
+
+/// Event counts, per kind, summed over listeners.
+#[derive(Default)]
+struct EventCounts {
+    permitted: AtomicUsize,
+    full: AtomicUsize,
+    timed_out: AtomicUsize,
+    too_many: AtomicUsize,
+    finished: AtomicUsize,
+}
+
+impl EventCounts {
+    fn record(&self, kind: BulkheadEventKind) {
+        let counter = match kind {
+            BulkheadEventKind::CallPermitted => &self.permitted,
+            BulkheadEventKind::CallRejected(RejectReason::Full) => &self.full,
+            BulkheadEventKind::CallRejected(RejectReason::WaitTimedOut) => &self.timed_out,
+            BulkheadEventKind::CallRejected(RejectReason::TooManyWaiting) => &self.too_many,
+            BulkheadEventKind::CallFinished => &self.finished,
+            other => panic!("an event kind the model does not know: {other:?}"),
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn snapshot(&self) -> [usize; 5] {
+        [
+            self.permitted.load(Ordering::SeqCst),
+            self.full.load(Ordering::SeqCst),
+            self.timed_out.load(Ordering::SeqCst),
+            self.too_many.load(Ordering::SeqCst),
+            self.finished.load(Ordering::SeqCst),
+        ]
+    }
+}
+
+/// The sequential reference model plus the real objects it shadows.
+struct Harness<'a> {
+    bulkhead: &'a Arc<Bulkhead>,
+    step: usize,
+    // ---- model ----
+    limit: i64,
+    available: i64,
+    wait: WaitMode,
+    cap: Option<usize>,
+    /// Indices into `futures` are not stable, so the queue holds future ids.
+    queue: VecDeque<u64>,
+    listeners: usize,
+    expected_events: [usize; 5],
+    // ---- real ----
+    futures: Vec<(u64, LiveFuture<'a>)>,
+    permits: Vec<Held<'a>>,
+    next_id: u64,
+    events: Arc<EventCounts>,
+}
+
+/// Reads bytes; `None` once they run out, which ends the run.
+struct Bytes<'d> {
+    data: &'d [u8],
+    pos: usize,
+}
+
+impl Bytes<'_> {
+    fn next(&mut self) -> Option<u8> {
+        let b = *self.data.get(self.pos)?;
+        self.pos += 1;
+        Some(b)
+    }
+}
+
+fn cap_decode(b: u8) -> Option<usize> {
+    match b % 8 {
+        0..=3 => None,
+        n => Some(usize::from(n - 4)), // Some(0..=3)
+    }
+}
+
+fn build(limit: usize, wait: WaitMode, cap: Option<usize>) -> BulkheadConfig {
+    let mut builder =
+        BulkheadConfig::builder().max_concurrent_calls(limit).max_wait_duration(wait.duration());
+    if let Some(cap) = cap {
+        builder = builder.max_waiting_calls(cap);
+    }
+    match builder.build() {
+        Ok(config) => config,
+        Err(e) => panic!("limit {limit} (<= MAX_CONCURRENT_CALLS) was refused: {e}"),
+    }
+}
+
+/// Runs the `ops` check on `data`. Panics on the first difference from the model.
+pub fn run_ops(data: &[u8]) {
+    let mut bytes = Bytes { data, pos: 0 };
+    let (Some(a), Some(b)) = (bytes.next(), bytes.next()) else {
+        return;
+    };
+    let limit = LIMITS[usize::from(a % 16)];
+    let wait = WaitMode::decode(b);
+    let cap = cap_decode(b >> 3);
+    let bulkhead = Arc::new(Bulkhead::new(NAME, build(limit, wait, cap)));
+    let trace = std::env::var_os("BULKHEAD_FUZZ_TRACE").is_some();
+    let mut h = Harness {
+        bulkhead: &bulkhead,
+        step: 0,
+        limit: limit as i64,
+        available: limit as i64,
+        wait,
+        cap,
+        queue: VecDeque::new(),
+        listeners: 0,
+        expected_events: [0; 5],
+        futures: Vec::new(),
+        permits: Vec::new(),
+        next_id: 0,
+        events: Arc::new(EventCounts::default()),
+    };
+    h.check();
+    while let Some(op) = bytes.next() {
+        h.step += 1;
+        let done = h.apply(op, &mut bytes);
+        if trace {
+            eprintln!("op {:2} -> {}", op % 16, h.ctx());
+        }
+        h.check();
+        if done {
+            break;
+        }
+    }
+    h.finish();
+}
+
+impl<'a> Harness<'a> {
+    fn ctx(&self) -> String {
+        format!(
+            "step {}: limit {} available {} wait {:?} cap {:?} queue {:?} permits {} futures {}",
+            self.step,
+            self.limit,
+            self.available,
+            self.wait,
+            self.cap,
+            self.queue,
+            self.permits.len(),
+            self.futures.len()
+        )
+    }
+
+    /// Applies one operation; returns `true` when the input ran out mid-operation.
+    fn apply(&mut self, op: u8, bytes: &mut Bytes<'_>) -> bool {
+        match op % 16 {
+            0..=2 => self.try_acquire(op & 0x80 != 0),
+            3..=5 => {
+                let Some(kind) = bytes.next() else { return true };
+                self.start(kind);
+            }
+            6 | 7 => {
+                let Some(i) = bytes.next() else { return true };
+                self.poll(i, false);
+            }
+            8 => {
+                let Some(i) = bytes.next() else { return true };
+                self.poll(i, true);
+            }
+            9 => {
+                let Some(i) = bytes.next() else { return true };
+                self.drop_future(i);
+            }
+            10 | 11 => {
+                let Some(i) = bytes.next() else { return true };
+                self.drop_permit(i);
+            }
+            12 => {
+                let (Some(l), Some(w)) = (bytes.next(), bytes.next()) else { return true };
+                self.change_config(l, w);
+            }
+            13 => {
+                let Some(w) = bytes.next() else { return true };
+                self.acquire_timeout(w);
+            }
+            14 => self.call(),
+            _ => self.listen(),
+        }
+        false
+    }
+
+    // ---------------------------------------------------------------- model helpers
+
+    /// A newcomer is admitted: nobody queued and a permit free.
+    fn admits(&self) -> bool {
+        self.queue.is_empty() && self.available > 0
+    }
+
+    fn cap_reached(&self) -> bool {
+        self.cap.is_some_and(|k| self.queue.len() >= k)
+    }
+
+    fn emit(&mut self, kind: usize) {
+        self.expected_events[kind] += self.listeners;
+    }
+
+    /// Model drain: free permits go to the oldest queued futures.
+    fn drain(&mut self) {
+        while self.available > 0 {
+            let Some(id) = self.queue.pop_front() else { break };
+            self.available -= 1;
+            let f = self.future_mut(id);
+            f.granted = true;
+        }
+    }
+
+    fn future_mut(&mut self, id: u64) -> &mut LiveFuture<'a> {
+        match self.futures.iter_mut().find(|(fid, _)| *fid == id) {
+            Some((_, f)) => f,
+            None => panic!("model queue names future {id}, which is gone"),
+        }
+    }
+
+    fn expect_err(&self, err: &BulkheadFull, reason: RejectReason, wait: Duration, what: &str) {
+        let ctx = self.ctx();
+        assert_eq!(err.reason(), reason, "{what}: reason ({ctx})");
+        assert_eq!(err.bulkhead_name(), NAME, "{what}: name ({ctx})");
+        assert_eq!(err.max_concurrent_calls() as i64, self.limit, "{what}: limit ({ctx})");
+        match reason {
+            RejectReason::WaitTimedOut => {
+                assert!(
+                    err.waited() >= wait,
+                    "{what}: waited {:?} < {wait:?} ({ctx})",
+                    err.waited()
+                )
+            }
+            _ => assert_eq!(err.waited(), Duration::ZERO, "{what}: waited ({ctx})"),
+        }
+        let text = err.to_string();
+        let prefix = format!("Bulkhead '{NAME}' is full and does not permit further calls");
+        assert!(text.starts_with(&prefix), "{what}: message {text:?} ({ctx})");
+    }
+
+    // ---------------------------------------------------------------- operations
+
+    fn try_acquire(&mut self, owned: bool) {
+        let result = if owned {
+            self.bulkhead.try_acquire_owned().map(Held::Owned)
+        } else {
+            self.bulkhead.try_acquire().map(Held::Borrowed)
+        };
+        if self.admits() {
+            let p = match result {
+                Ok(p) => p,
+                Err(e) => panic!("try_acquire refused ({e}) but the model admits ({})", self.ctx()),
+            };
+            self.available -= 1;
+            self.emit(0);
+            self.keep(p);
+        } else {
+            match result {
+                Ok(_) => panic!("try_acquire admitted but the model refuses ({})", self.ctx()),
+                Err(e) => self.expect_err(&e, RejectReason::Full, Duration::ZERO, "try_acquire"),
+            }
+            self.emit(1);
+        }
+    }
+
+    /// Keeps a permit, or drops it at once (a finished call) when the harness holds many.
+    fn keep(&mut self, permit: Held<'a>) {
+        self.permits.push(permit);
+        if self.permits.len() > MAX_LIVE {
+            // The oldest permit goes; the caller accounts for its acquire, we for its release.
+            drop(self.permits.remove(0));
+            self.release_model(true);
+        }
+    }
+
+    fn release_model(&mut self, emits: bool) {
+        self.available += 1;
+        if emits {
+            self.emit(4);
+        }
+        self.drain();
+    }
+
+    fn start(&mut self, kind: u8) {
+        if self.futures.len() >= MAX_LIVE {
+            return;
+        }
+        let waker = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let fired = Rc::new(Cell::new(false));
+        let made = Rc::new(Cell::new(None));
+        let made_calls = Rc::new(Cell::new(0));
+        let future = match kind % 3 {
+            0 => {
+                let (fired, made, made_calls) =
+                    (Rc::clone(&fired), Rc::clone(&made), Rc::clone(&made_calls));
+                let make: MakeSleep = Box::new(move |wait| {
+                    made.set(Some(wait));
+                    made_calls.set(made_calls.get() + 1);
+                    HarnessSleep { fired }
+                });
+                RealFuture::WithSleep(self.bulkhead.acquire_async_with_sleep(make))
+            }
+            1 => RealFuture::Plain(self.bulkhead.acquire_async()),
+            _ => RealFuture::Owned(self.bulkhead.acquire_owned_async()),
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut live = LiveFuture {
+            future,
+            waker,
+            fired,
+            made,
+            made_calls,
+            granted: false,
+            sleep_for: None,
+            wait: self.wait.duration(),
+        };
+        let w = Waker::from(Arc::clone(&live.waker));
+        let result = live.future.poll(&mut Context::from_waker(&w));
+        let what = "first poll";
+        if self.admits() {
+            let p = match result {
+                Poll::Ready(Ok(p)) => p,
+                other => panic!("{what}: {} but the model admits ({})", show(&other), self.ctx()),
+            };
+            self.available -= 1;
+            self.emit(0);
+            self.keep(p);
+        } else if self.wait == WaitMode::Zero {
+            match result {
+                Poll::Ready(Err(e)) => {
+                    self.expect_err(&e, RejectReason::Full, Duration::ZERO, what)
+                }
+                other => {
+                    panic!("{what}: {} but the model rejects Full ({})", show(&other), self.ctx())
+                }
+            }
+            self.emit(1);
+        } else if self.cap_reached() {
+            match result {
+                Poll::Ready(Err(e)) => {
+                    self.expect_err(&e, RejectReason::TooManyWaiting, Duration::ZERO, what)
+                }
+                other => {
+                    panic!(
+                        "{what}: {} but the model rejects TooManyWaiting ({})",
+                        show(&other),
+                        self.ctx()
+                    )
+                }
+            }
+            self.emit(3);
+        } else {
+            if !result.is_pending() {
+                panic!("{what}: {} but the model queues it ({})", show(&result), self.ctx());
+            }
+            if matches!(live.future, RealFuture::WithSleep(_)) {
+                live.sleep_for = self.wait.bounded();
+            }
+            self.queue.push_back(id);
+            self.futures.push((id, live));
+            return;
+        }
+        // Completed on the first poll: it must not have built a sleep.
+        assert_eq!(
+            live.made_calls.get(),
+            0,
+            "{what}: a sleep was built without queueing ({})",
+            self.ctx()
+        );
+    }
+
+    fn index(&self, i: u8, len: usize) -> Option<usize> {
+        (len > 0).then(|| usize::from(i) % len)
+    }
+
+    /// Polls future `i`; with `expire`, first tells its sleep that the deadline passed.
+    fn poll(&mut self, i: u8, expire: bool) {
+        let Some(i) = self.index(i, self.futures.len()) else { return };
+        let (id, f) = &mut self.futures[i];
+        let id = *id;
+        if expire {
+            f.fired.set(true);
+        }
+        let w = Waker::from(Arc::clone(&f.waker));
+        let result = f.future.poll(&mut Context::from_waker(&w));
+        let granted = f.granted;
+        let times_out = f.fired.get() && f.sleep_for.is_some();
+        let wait = f.wait;
+        let what = if expire { "poll after deadline" } else { "poll" };
+        if granted {
+            let p = match result {
+                Poll::Ready(Ok(p)) => p,
+                other => panic!("{what} of granted future {id}: {} ({})", show(&other), self.ctx()),
+            };
+            self.futures.remove(i);
+            self.emit(0);
+            self.keep(p);
+        } else if times_out {
+            match result {
+                Poll::Ready(Err(e)) => self.expect_err(&e, RejectReason::WaitTimedOut, wait, what),
+                other => panic!(
+                    "{what} of future {id}: {} but the model times it out ({})",
+                    show(&other),
+                    self.ctx()
+                ),
+            }
+            self.futures.remove(i);
+            self.queue.retain(|q| *q != id);
+            self.emit(2);
+        } else if !result.is_pending() {
+            panic!(
+                "{what} of queued future {id}: {} but the model says pending ({})",
+                show(&result),
+                self.ctx()
+            );
+        }
+    }
+
+    fn drop_future(&mut self, i: u8) {
+        let Some(i) = self.index(i, self.futures.len()) else { return };
+        let (id, f) = self.futures.remove(i);
+        let granted = f.granted;
+        drop(f);
+        if granted {
+            // A permit granted to a dropped future goes to the next waiter, silently.
+            self.release_model(false);
+        } else {
+            self.queue.retain(|q| *q != id);
+        }
+    }
+
+    fn drop_permit(&mut self, i: u8) {
+        let Some(i) = self.index(i, self.permits.len()) else { return };
+        drop(self.permits.remove(i));
+        self.release_model(true);
+    }
+
+    fn change_config(&mut self, l: u8, w: u8) {
+        let limit = LIMITS[usize::from(l % 16)];
+        if l >= 0xF0 {
+            // Above the engine's maximum: the builder refuses it, naming key and value, and
+            // nothing changes.
+            let bad = MAX + 1 + usize::from(l & 0x0F) * (usize::MAX / 32);
+            let err = BulkheadConfig::builder()
+                .max_concurrent_calls(bad)
+                .build()
+                .expect_err("a limit above MAX_CONCURRENT_CALLS must be refused");
+            assert_eq!(err.key(), "max_concurrent_calls");
+            assert_eq!(err.value(), bad.to_string());
+            let text = err.to_string();
+            assert!(
+                text.contains("max_concurrent_calls") && text.contains(&bad.to_string()),
+                "{text}"
+            );
+            return;
+        }
+        let wait = WaitMode::decode(w);
+        let cap = cap_decode(w >> 3);
+        let config = build(limit, wait, cap);
+        self.bulkhead.change_config(config.clone());
+        assert_eq!(self.bulkhead.config(), config, "config() after change_config ({})", self.ctx());
+        self.available += limit as i64 - self.limit;
+        self.limit = limit as i64;
+        self.wait = wait;
+        self.cap = cap;
+        self.drain();
+    }
+
+    /// The blocking acquire with a wait it cannot block on for long: zero, 1 ns, or
+    /// `Duration::MAX` when the model says it returns at once.
+    fn acquire_timeout(&mut self, w: u8) {
+        let wait = match w % 3 {
+            0 => Duration::ZERO,
+            1 => Duration::from_nanos(1),
+            _ => Duration::MAX,
+        };
+        let would_block = !self.admits() && !wait.is_zero() && !self.cap_reached();
+        if would_block && wait == Duration::MAX {
+            return; // nobody would ever wake it: single-threaded harness
+        }
+        let result = self.bulkhead.acquire_timeout(wait);
+        let what = "acquire_timeout";
+        if self.admits() {
+            let p = match result {
+                Ok(p) => p,
+                Err(e) => {
+                    panic!("{what}({wait:?}) refused ({e}) but the model admits ({})", self.ctx())
+                }
+            };
+            self.available -= 1;
+            self.emit(0);
+            self.keep(Held::Borrowed(p));
+            return;
+        }
+        let Err(e) = result else {
+            panic!("{what}({wait:?}) admitted but the model refuses ({})", self.ctx());
+        };
+        if wait.is_zero() {
+            self.expect_err(&e, RejectReason::Full, Duration::ZERO, what);
+            self.emit(1);
+        } else if self.cap_reached() {
+            self.expect_err(&e, RejectReason::TooManyWaiting, Duration::ZERO, what);
+            self.emit(3);
+        } else {
+            self.expect_err(&e, RejectReason::WaitTimedOut, wait, what);
+            self.emit(2);
+        }
+    }
+
+    /// `call` when the model says it does not block; checks the metrics inside the call.
+    fn call(&mut self) {
+        let admits = self.admits();
+        if !admits && self.wait != WaitMode::Zero && !self.cap_reached() {
+            return; // would wait for an hour or forever
+        }
+        let expected_inside = (self.limit - self.available + 1) as usize;
+        let bulkhead = self.bulkhead;
+        let result = bulkhead.call(|| bulkhead.metrics().in_flight_calls());
+        if admits {
+            match result {
+                Ok(inside) => {
+                    assert_eq!(inside, expected_inside, "in_flight inside call ({})", self.ctx())
+                }
+                Err(e) => panic!("call refused ({e}) but the model admits ({})", self.ctx()),
+            }
+            self.emit(0);
+            self.available -= 1;
+            self.release_model(true);
+        } else {
+            let Err(e) = result else {
+                panic!("call admitted but the model refuses ({})", self.ctx())
+            };
+            if self.wait == WaitMode::Zero {
+                self.expect_err(&e, RejectReason::Full, Duration::ZERO, "call");
+                self.emit(1);
+            } else {
+                self.expect_err(&e, RejectReason::TooManyWaiting, Duration::ZERO, "call");
+                self.emit(3);
+            }
+        }
+    }
+
+    fn listen(&mut self) {
+        if self.listeners >= MAX_LISTENERS {
+            return;
+        }
+        let events = Arc::clone(&self.events);
+        self.bulkhead.on_event(move |event| {
+            assert_eq!(event.bulkhead_name(), NAME);
+            events.record(event.kind());
+        });
+        self.listeners += 1;
+    }
+
+    // ---------------------------------------------------------------- checks
+
+    /// Compares every observable with the model.
+    fn check(&self) {
+        let ctx = self.ctx();
+        let granted = self.futures.iter().filter(|(_, f)| f.granted).count();
+        // The model's own invariants.
+        assert_eq!(
+            self.limit - self.available,
+            (self.permits.len() + granted) as i64,
+            "model: in flight != held permits + granted futures ({ctx})"
+        );
+        assert!(
+            self.queue.is_empty() || self.available <= 0,
+            "model: queued with a free permit ({ctx})"
+        );
+
+        let m = self.bulkhead.metrics();
+        assert_eq!(
+            m.available_concurrent_calls() as i64,
+            self.available.max(0),
+            "available ({ctx})"
+        );
+        assert_eq!(m.max_allowed_concurrent_calls() as i64, self.limit, "max_allowed ({ctx})");
+        assert_eq!(
+            m.in_flight_calls() as i64,
+            (self.limit - self.available).max(0),
+            "in_flight ({ctx})"
+        );
+        assert_eq!(m.waiting_calls(), self.queue.len(), "waiting ({ctx})");
+
+        for p in &self.permits {
+            assert!(
+                std::ptr::eq(p.bulkhead(), &**self.bulkhead),
+                "a permit names another bulkhead"
+            );
+        }
+        for (id, f) in &self.futures {
+            let woken = f.waker.0.load(Ordering::SeqCst);
+            assert_eq!(woken, usize::from(f.granted), "wake-ups of future {id} ({ctx})");
+            let (made, calls) = (f.made.get(), f.made_calls.get());
+            assert_eq!(made, f.sleep_for, "sleep built for future {id} ({ctx})");
+            assert_eq!(
+                calls,
+                usize::from(f.sleep_for.is_some()),
+                "make_sleep calls, future {id} ({ctx})"
+            );
+        }
+        assert_eq!(
+            self.events.snapshot(),
+            self.expected_events,
+            "events [permitted, full, timed out, too many, finished] ({ctx})"
+        );
+    }
+
+    /// Drops everything; every permit must come back.
+    fn finish(mut self) {
+        self.step += 1;
+        while !self.futures.is_empty() {
+            self.drop_future(0);
+            self.check();
+        }
+        while !self.permits.is_empty() {
+            self.drop_permit(0);
+            self.check();
+        }
+        let ctx = self.ctx();
+        let m = self.bulkhead.metrics();
+        assert_eq!(m.in_flight_calls(), 0, "in flight at the end ({ctx})");
+        assert_eq!(m.waiting_calls(), 0, "waiting at the end ({ctx})");
+        assert_eq!(
+            m.available_concurrent_calls() as i64,
+            self.limit,
+            "available at the end ({ctx})"
+        );
+        if self.limit > 0 {
+            let fresh = self.bulkhead.try_acquire();
+            assert!(fresh.is_ok(), "a fresh try_acquire at the end ({ctx})");
+        }
+    }
+}
+
+fn show<T>(poll: &Poll<Result<T, BulkheadFull>>) -> String {
+    match poll {
+        Poll::Pending => "Pending".to_string(),
+        Poll::Ready(Ok(_)) => "Ready(Ok)".to_string(),
+        Poll::Ready(Err(e)) => format!("Ready(Err({:?}, waited {:?}))", e.reason(), e.waited()),
+    }
+}
