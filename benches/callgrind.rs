@@ -1,0 +1,152 @@
+//! Runs one operation `n` times, for instruction counts under
+//! `valgrind --tool=callgrind`: `callgrind <op> <n>`. `benches/report.sh` runs each op with
+//! `n` and with 0 and divides the difference by `n`, so the set-up (a runtime, a full
+//! semaphore) cancels out and only the loop's cost per operation remains.
+//!
+//! Every op leaves the instance as it found it. `callgrind list` prints the op names.
+//! Run as a bench target by `cargo bench` (with `--bench` and no op), it does nothing.
+
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+mod common;
+use common::*;
+
+/// The ops: name and what each does, as the report prints them.
+const OPS: &[(&str, &str)] = &[
+    ("floor_load", "floor: one Relaxed load of a shared word"),
+    ("bulkhead_reject", "bulkhead try_acquire on a full bulkhead"),
+    ("bulkhead_reject_owned", "bulkhead try_acquire_owned on a full bulkhead"),
+    ("tokio_reject", "tokio try_acquire on a full semaphore"),
+    ("tokio_reject_owned", "tokio try_acquire_owned (Arc clone) on a full semaphore"),
+    ("async_lock_reject", "async-lock try_acquire on a full semaphore"),
+    ("bulkhead_zero_wait", "bulkhead acquire(), max wait 0, full"),
+    ("bulkhead_zero_wait_async", "bulkhead acquire_async(), max wait 0, full, polled once"),
+    ("bulkhead_zero_wait_async_tokio", "bulkhead acquire_async().await, max wait 0, in tokio"),
+    ("tokio_timeout_zero", "tokio timeout(ZERO, acquire()).await on a full semaphore"),
+    ("floor_cas_add", "floor: one CAS + one fetch_add"),
+    ("bulkhead_acq_rel", "bulkhead try_acquire + drop"),
+    ("bulkhead_acq_rel_owned", "bulkhead try_acquire_owned + drop"),
+    ("bulkhead_call", "bulkhead call(|| ())"),
+    ("tokio_acq_rel", "tokio try_acquire + drop"),
+    ("tokio_acq_rel_owned", "tokio try_acquire_owned (Arc clone) + drop"),
+    ("async_lock_acq_rel", "async-lock try_acquire + drop"),
+    ("mutex_acq_rel", "parking_lot Mutex<usize> inc + dec"),
+];
+
+/// Ops per run unless `list` says otherwise.
+const DEFAULT_N: u64 = 200_000;
+
+fn run(op: &str, n: u64) -> Result<(), String> {
+    let full = full_bulkhead();
+    let free = Arc::new(bulkhead(16, Duration::ZERO));
+    let tokio_full = full_tokio();
+    let tokio_free = Arc::new(tokio::sync::Semaphore::new(16));
+    let async_lock_full = full_async_lock();
+    let async_lock_free = async_lock::Semaphore::new(16);
+    let counter = parking_lot::Mutex::new(0usize);
+    let floor_full = floor_word();
+    let floor_free = AtomicU64::new(16 * ONE);
+    let rt = current_thread_runtime();
+    let mut cx = noop_context();
+
+    match op {
+        "floor_load" => (0..n).for_each(|_| {
+            black_box(black_box(&*floor_full).load(Ordering::Relaxed));
+        }),
+        "bulkhead_reject" => (0..n).for_each(|_| {
+            black_box(black_box(&*full).try_acquire().is_err());
+        }),
+        "bulkhead_reject_owned" => (0..n).for_each(|_| {
+            black_box(black_box(&full).try_acquire_owned().is_err());
+        }),
+        "tokio_reject" => (0..n).for_each(|_| {
+            black_box(black_box(&*tokio_full).try_acquire().is_err());
+        }),
+        "tokio_reject_owned" => (0..n).for_each(|_| {
+            black_box(Arc::clone(black_box(&tokio_full)).try_acquire_owned().is_err());
+        }),
+        "async_lock_reject" => (0..n).for_each(|_| {
+            black_box(black_box(&*async_lock_full).try_acquire().is_none());
+        }),
+        "bulkhead_zero_wait" => (0..n).for_each(|_| {
+            black_box(black_box(&*full).acquire().is_err());
+        }),
+        "bulkhead_zero_wait_async" => (0..n).for_each(|_| {
+            let mut fut = black_box(&*full).acquire_async();
+            black_box(Pin::new(&mut fut).poll(&mut cx).is_ready());
+        }),
+        "bulkhead_zero_wait_async_tokio" => rt.block_on(async {
+            for _ in 0..n {
+                black_box(black_box(&*full).acquire_async().await.is_err());
+            }
+        }),
+        "tokio_timeout_zero" => rt.block_on(async {
+            for _ in 0..n {
+                let acquire = black_box(&*tokio_full).acquire();
+                black_box(tokio::time::timeout(Duration::ZERO, acquire).await.is_err());
+            }
+        }),
+        "floor_cas_add" => (0..n).for_each(|_| {
+            let word = black_box(&floor_free);
+            let current = word.load(Ordering::Relaxed);
+            if word
+                .compare_exchange(current, current - ONE, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                word.fetch_add(ONE, Ordering::Release);
+            }
+        }),
+        "bulkhead_acq_rel" => (0..n).for_each(|_| drop(black_box(black_box(&*free).try_acquire()))),
+        "bulkhead_acq_rel_owned" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&free).try_acquire_owned())))
+        }
+        "bulkhead_call" => (0..n).for_each(|_| {
+            black_box(black_box(&*free).call(|| black_box(())).is_ok());
+        }),
+        "tokio_acq_rel" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&*tokio_free).try_acquire())))
+        }
+        "tokio_acq_rel_owned" => (0..n)
+            .for_each(|_| drop(black_box(Arc::clone(black_box(&tokio_free)).try_acquire_owned()))),
+        "async_lock_acq_rel" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&async_lock_free).try_acquire())))
+        }
+        "mutex_acq_rel" => (0..n).for_each(|_| {
+            if mutex_try_acquire(black_box(&counter), 16) {
+                mutex_release(black_box(&counter));
+            }
+        }),
+        _ => return Err(format!("unknown op {op:?}; `callgrind list` prints the ops")),
+    }
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        // `cargo bench` runs every bench target with `--bench` (and any flags given after
+        // `--`): nothing to do here.
+        None => {}
+        Some(flag) if flag.starts_with("--") => {}
+        // One line per op: name, description, and how many ops to run. `timeout(ZERO, ..)`
+        // waits for the timer's next 1 ms tick on every call, so it gets fewer.
+        Some("list") => {
+            for (name, what) in OPS {
+                let n = if *name == "tokio_timeout_zero" { 2_000 } else { DEFAULT_N };
+                println!("{name}\t{what}\t{n}");
+            }
+        }
+        Some(op) => {
+            let n = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(DEFAULT_N);
+            if let Err(err) = run(op, n) {
+                eprintln!("{err}");
+                std::process::exit(2);
+            }
+        }
+    }
+}
