@@ -508,6 +508,13 @@ impl Bulkhead {
     /// bit of the state word those paths already read. A listener that panics is caught and
     /// ignored; it never loses or duplicates a permit.
     ///
+    /// Events are emitted just after the state change they report, without a lock, so
+    /// listeners running on different threads may see them out of order: a waiter handed a
+    /// released permit can emit its `CallPermitted` before the releaser's `CallFinished`.
+    /// Counters stay exact; a "permitted minus finished" difference may briefly exceed the
+    /// limit by the number of hand-offs in progress. Read gauges from
+    /// [`metrics`](Self::metrics) instead.
+    ///
     /// # Examples
     ///
     /// ```

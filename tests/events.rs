@@ -152,7 +152,6 @@ fn events_for_async_acquire_come_in_order() {
 /// A future that queued and was later granted must report `CallPermitted` like any other
 /// grant: its permit's drop reports `CallFinished`, and the two must pair up.
 #[test]
-#[ignore = "engine bug: an async waiter granted after queueing emits no CallPermitted (future.rs, Core::poll's is_granted branch)"]
 fn events_for_queued_async_waiter_are_permitted_on_grant() {
     let bulkhead = Bulkhead::new("ev-async-waiter", limit_wait(1, LONG_WAIT));
     let log = record(&bulkhead);
