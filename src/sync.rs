@@ -99,8 +99,9 @@ mod imp {
     pub(crate) use loom::{
         sync::atomic::{AtomicU64, AtomicU8, AtomicUsize},
         sync::Arc,
-        thread::{current as current_thread, park, Thread},
     };
+    #[cfg(bulkhead_loom)]
+    pub(crate) use parker::{current_thread, park, Thread};
     #[cfg(bulkhead_shuttle)]
     pub(crate) use shuttle::{
         sync::atomic::{AtomicU64, AtomicU8, AtomicUsize},
@@ -111,6 +112,42 @@ mod imp {
     // AtomicWaker is sound there; it is simply not a scheduling point.
     #[cfg(bulkhead_shuttle)]
     pub(crate) use atomic_waker::AtomicWaker;
+
+    /// Thread parking for loom, built on a per-thread `loom::sync::Notify`.
+    ///
+    /// loom 0.7's `Thread::unpark` resumes its target whatever it is blocked on, a mutex
+    /// included (loom issue #249), and the model then aborts with "expected to be able to
+    /// acquire lock": a drain that unparks a waiter blocked on the clock's or the queue's
+    /// lock is a false failure. A `Notify` wakes its thread only if it waits on that
+    /// notify, with the same token semantics as `park`/`unpark`.
+    #[cfg(bulkhead_loom)]
+    mod parker {
+        use loom::sync::{Arc, Notify};
+
+        loom::thread_local! {
+            static PARKER: Arc<Notify> = Arc::new(Notify::new());
+        }
+
+        /// A handle that unparks one thread.
+        #[derive(Clone, Debug)]
+        pub(crate) struct Thread(Arc<Notify>);
+
+        impl Thread {
+            pub(crate) fn unpark(&self) {
+                self.0.notify();
+            }
+        }
+
+        pub(crate) fn current_thread() -> Thread {
+            Thread(PARKER.with(Arc::clone))
+        }
+
+        /// Blocks until this thread's token is available (or spuriously), then consumes it.
+        pub(crate) fn park() {
+            let parker = PARKER.with(Arc::clone);
+            parker.wait();
+        }
+    }
 
     /// loom's `AtomicWaker`, with atomic-waker's `register(&Waker)` signature.
     #[cfg(bulkhead_loom)]

@@ -1,0 +1,185 @@
+//! Exhaustive checks of the shared scenarios with loom, within a preemption bound.
+//!
+//! Run with `ci/loom.sh`, or by hand:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg bulkhead_loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2 \
+//!     cargo test --release --test loom
+//! ```
+//!
+//! loom checks every interleaving and, for Relaxed/Acquire/Release accesses, every value
+//! the memory model allows a load to return, so a weakened `Ordering` on the permit
+//! hand-off shows up as stale data in `Occupancy` (see `scenarios.rs`). A stranded waiter
+//! shows up as a deadlock. Set `LOOM_STATS_FILE` to collect one line per model (name,
+//! bound, executions, seconds).
+#![cfg(bulkhead_loom)]
+
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The checker adapter `scenarios.rs` programs against: loom's threads, atomics and mutex.
+mod rt {
+    use core::future::Future;
+
+    pub use loom::future::block_on;
+    pub use loom::sync::atomic::{AtomicBool, AtomicUsize};
+    pub use loom::sync::Mutex;
+    pub use loom::thread::{spawn, yield_now, JoinHandle};
+
+    /// A task: under loom, a thread driving the future with `block_on`.
+    pub struct TaskHandle<T>(JoinHandle<T>);
+
+    impl<T> TaskHandle<T> {
+        pub fn join(self) -> T {
+            match self.0.join() {
+                Ok(value) => value,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    }
+
+    pub fn spawn_async<F>(future: F) -> TaskHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        TaskHandle(spawn(move || block_on(future)))
+    }
+}
+
+#[path = "scenarios.rs"]
+mod scenarios;
+
+/// Explores `f` exhaustively within the preemption bound `LOOM_MAX_PREEMPTIONS` (3 if
+/// unset; never unbounded).
+fn run_model(name: &str, f: impl Fn() + Sync + Send + 'static) {
+    run_model_at_most(name, usize::MAX, f);
+}
+
+/// As [`run_model`], with the bound clamped to `max_preemptions` for a model too large to
+/// finish in reasonable time above it (the README lists which, and the cost).
+fn run_model_at_most(name: &str, max_preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    let bound = builder.preemption_bound.unwrap_or(3).min(max_preemptions);
+    builder.preemption_bound = Some(bound);
+    let executions = Arc::new(StdAtomicUsize::new(0));
+    let counter = Arc::clone(&executions);
+    let start = Instant::now();
+    builder.check(move || {
+        counter.fetch_add(1, StdOrdering::Relaxed);
+        f();
+    });
+    let line = format!(
+        "{name}: preemptions={bound} executions={} seconds={:.1}",
+        executions.load(StdOrdering::Relaxed),
+        start.elapsed().as_secs_f64()
+    );
+    println!("{line}");
+    if let Ok(path) = std::env::var("LOOM_STATS_FILE") {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("open LOOM_STATS_FILE");
+        writeln!(file, "{line}").expect("write LOOM_STATS_FILE");
+    }
+}
+
+/// Three acquirers (sync, async, `call`) on one permit.
+#[test]
+fn never_exceeds_limit_three_on_one() {
+    run_model("never_exceeds_limit_three_on_one", || scenarios::never_exceeds_limit(3, 1, 1));
+}
+
+/// Two acquirers on one permit, twice each: the fast path hands off both ways.
+#[test]
+fn never_exceeds_limit_two_on_one_twice() {
+    run_model("never_exceeds_limit_two_on_one_twice", || scenarios::never_exceeds_limit(2, 1, 2));
+}
+
+/// Three acquirers on two permits.
+#[test]
+fn never_exceeds_limit_three_on_two() {
+    run_model("never_exceeds_limit_three_on_two", || scenarios::never_exceeds_limit(3, 2, 1));
+}
+
+#[test]
+fn release_racing_enqueue_wakes_sync_waiter() {
+    run_model("release_racing_enqueue_wakes_sync_waiter", || {
+        scenarios::release_racing_enqueue_wakes_waiter(1, false)
+    });
+}
+
+#[test]
+fn release_racing_enqueue_wakes_async_waiter() {
+    run_model("release_racing_enqueue_wakes_async_waiter", || {
+        scenarios::release_racing_enqueue_wakes_waiter(1, true)
+    });
+}
+
+#[test]
+fn release_racing_enqueue_wakes_two_waiters() {
+    run_model("release_racing_enqueue_wakes_two_waiters", || {
+        scenarios::release_racing_enqueue_wakes_waiter(2, true)
+    });
+}
+
+#[test]
+fn deadline_racing_release_grants_or_withdraws_once() {
+    run_model("deadline_racing_release_grants_or_withdraws_once", || {
+        scenarios::deadline_racing_release_grants_or_withdraws_once(0)
+    });
+}
+
+/// The same with an unbounded waiter queued behind it: whatever the timed waiter's fate,
+/// the permit reaches the next one.
+#[test]
+fn deadline_racing_release_with_waiter_behind() {
+    // 4 threads: 10 s at 2 preemptions, 10 min at 3.
+    run_model_at_most("deadline_racing_release_with_waiter_behind", 2, || {
+        scenarios::deadline_racing_release_grants_or_withdraws_once(1)
+    });
+}
+
+#[test]
+fn async_deadline_racing_release_grants_or_withdraws_once() {
+    run_model("async_deadline_racing_release_grants_or_withdraws_once", || {
+        scenarios::async_deadline_racing_release_grants_or_withdraws_once()
+    });
+}
+
+// With two waiters behind the dropped acquire (4 threads) loom needs 7.2 million executions
+// (18 min) even at 2 preemptions; shuttle runs that size and larger.
+#[test]
+fn dropped_async_acquire_passes_permit_on() {
+    run_model("dropped_async_acquire_passes_permit_on", || {
+        scenarios::dropped_async_acquire_passes_permit_on(1, 1)
+    });
+}
+
+#[test]
+fn mixed_waiters_keep_fifo_without_barging() {
+    run_model("mixed_waiters_keep_fifo_without_barging", || {
+        scenarios::mixed_waiters_keep_fifo_without_barging(2, 1)
+    });
+}
+
+#[test]
+fn change_config_grow_and_shrink_keeps_every_permit() {
+    run_model("change_config_grow_and_shrink_keeps_every_permit", || {
+        scenarios::change_config_grow_and_shrink_keeps_every_permit(1, &[2, 1], 1)
+    });
+}
+
+#[test]
+fn waiter_cap_holds_under_races() {
+    run_model("waiter_cap_holds_under_races", || scenarios::waiter_cap_holds_under_races(1, 2));
+}
+
+/// One `call` that panics races one that returns (see the scenario for why nobody queues).
+#[test]
+fn panicking_call_releases_permit() {
+    run_model("panicking_call_releases_permit", || scenarios::panicking_call_releases_permit(1, 1));
+}

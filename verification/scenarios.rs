@@ -1,0 +1,606 @@
+//! Scenario bodies shared by the loom harness (`verification/loom.rs`) and the shuttle
+//! harness (`verification/shuttle.rs`). Each public function is named for the property it
+//! proves and takes its size as parameters: loom runs the small sizes exhaustively, shuttle
+//! runs the same bodies small and large.
+//!
+//! The including harness provides a module `crate::rt` with the checker's `spawn`,
+//! `spawn_async`, `block_on`, `yield_now`, atomics and `Mutex`, so one body serves both.
+//!
+//! Every scenario ends with [`assert_quiescent`]: all threads and tasks are joined (so no
+//! waiter is stranded: a stranded one is a deadlock the checker reports), every permit is
+//! back, nobody is in flight or queued, and exactly `limit` permits can really be taken.
+//!
+//! # Catching a missing happens-before
+//!
+//! The engine has no `UnsafeCell`, so loom can only see a weakened `Ordering` through data
+//! the permit protects. [`Occupancy`] is that data for a one-permit bulkhead: every holder
+//! reads and rewrites a counter with *Relaxed* accesses. The only thing ordering one
+//! holder's write before the next holder's read is the bulkhead's hand-off; without it loom
+//! lets the next holder read a stale value and the scenario fails. (The crate forbids
+//! `unsafe_code` for all targets, so a `loom::cell::UnsafeCell`, whose accessors are
+//! `unsafe`, is not available; Relaxed atomics give loom the same stale-read freedom.)
+
+use core::future::Future;
+use core::pin::Pin;
+use core::sync::atomic::Ordering::{Relaxed, SeqCst};
+use core::task::{Context, Poll, Waker};
+use core::time::Duration;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use bulkhead::{Bulkhead, BulkheadConfig, BulkheadFull, RejectReason};
+
+use crate::rt::{self, AtomicBool, AtomicUsize, Mutex};
+
+/// A wait long enough that the model clock never reaches it unless a scenario says so.
+const LONG_WAIT: Duration = Duration::from_secs(3600);
+
+fn bulkhead(name: &str, limit: usize, wait: Duration, cap: Option<usize>) -> Arc<Bulkhead> {
+    let mut builder = BulkheadConfig::builder().max_concurrent_calls(limit).max_wait_duration(wait);
+    if let Some(cap) = cap {
+        builder = builder.max_waiting_calls(cap);
+    }
+    Arc::new(Bulkhead::new(name, builder.build().expect("valid config")))
+}
+
+fn config(limit: usize, wait: Duration) -> BulkheadConfig {
+    BulkheadConfig::builder()
+        .max_concurrent_calls(limit)
+        .max_wait_duration(wait)
+        .build()
+        .expect("valid config")
+}
+
+/// The work done under a permit, instrumented to catch a broken limit or hand-off.
+///
+/// A violation is recorded, not raised on the spot: panicking while a permit is held would
+/// unwind through the permit's release, which loom cannot model (see `loom.rs`). Every
+/// scenario calls [`Occupancy::check`] once its threads are joined.
+pub struct Occupancy {
+    limit: usize,
+    /// Holders inside right now.
+    inside: AtomicUsize,
+    /// Holders that entered so far.
+    entries: AtomicUsize,
+    /// With a limit of 1: the data the permit protects, read and written non-atomically
+    /// (two Relaxed accesses) by every holder.
+    data: AtomicUsize,
+    /// The first violation seen. A std mutex on purpose: the checkers do not see it, so it
+    /// adds no happens-before between holders.
+    violation: std::sync::Mutex<Option<String>>,
+}
+
+impl Occupancy {
+    pub fn new(limit: usize) -> Arc<Occupancy> {
+        Arc::new(Occupancy {
+            limit,
+            inside: AtomicUsize::new(0),
+            entries: AtomicUsize::new(0),
+            data: AtomicUsize::new(0),
+            violation: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// Called while holding a permit. Every access is Relaxed on purpose: the only
+    /// happens-before between two holders must come from the bulkhead.
+    pub fn work(&self) {
+        // A read-modify-write always reads the latest value, whatever the orderings.
+        let inside = self.inside.fetch_add(1, Relaxed);
+        if inside >= self.limit {
+            self.violated(format!("{} holders inside at once, limit {}", inside + 1, self.limit));
+        }
+        let prior = self.entries.fetch_add(1, Relaxed);
+        if self.limit == 1 {
+            let seen = self.data.load(Relaxed);
+            if seen != prior {
+                self.violated(format!(
+                    "holder {} saw stale data ({seen}): the previous release does not \
+                     happen-before this acquire",
+                    prior + 1
+                ));
+            }
+            self.data.store(seen + 1, Relaxed);
+        }
+        self.inside.fetch_sub(1, Relaxed);
+    }
+
+    fn violated(&self, message: String) {
+        let mut violation = self.violation.lock().unwrap_or_else(|e| e.into_inner());
+        violation.get_or_insert(message);
+    }
+
+    /// After every thread was joined: no violation, and `entries` holders went through.
+    pub fn check(&self, entries: usize) {
+        if let Some(message) = self.violation.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            panic!("{message}");
+        }
+        assert_eq!(self.entries.load(SeqCst), entries, "holders that went through");
+    }
+}
+
+/// Asserts that the bulkhead is at rest: every permit back, nobody in flight or queued, and
+/// exactly `limit` permits can be taken (none lost, none created).
+pub fn assert_quiescent(bulkhead: &Bulkhead, limit: usize) {
+    let m = bulkhead.metrics();
+    assert_eq!(m.max_allowed_concurrent_calls(), limit, "limit");
+    assert_eq!(m.available_concurrent_calls(), limit, "permits not all back: {m:?}");
+    assert_eq!(m.in_flight_calls(), 0, "calls still in flight: {m:?}");
+    assert_eq!(m.waiting_calls(), 0, "waiters stranded: {m:?}");
+    let held: Vec<_> = (0..limit)
+        .map(|i| bulkhead.try_acquire().unwrap_or_else(|e| panic!("permit {i} lost: {e}")))
+        .collect();
+    assert!(bulkhead.try_acquire().is_err(), "a permit was created");
+    drop(held);
+    assert_eq!(bulkhead.metrics().available_concurrent_calls(), limit);
+}
+
+/// Spins (yielding to the checker) until `cond` holds.
+fn wait_until(mut cond: impl FnMut() -> bool) {
+    while !cond() {
+        rt::yield_now();
+    }
+}
+
+fn join<T>(handle: rt::JoinHandle<T>) -> T {
+    match handle.join() {
+        Ok(value) => value,
+        Err(panic) => resume_unwind(panic),
+    }
+}
+
+/// A sleep future the scenario completes by hand: it stands for a deadline passing.
+pub struct Trigger {
+    fired: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Trigger {
+    pub fn new() -> Arc<Trigger> {
+        Arc::new(Trigger { fired: AtomicBool::new(false), waker: Mutex::new(None) })
+    }
+
+    /// The deadline passes: completes the sleep and wakes its task.
+    pub fn fire(&self) {
+        self.fired.store(true, SeqCst);
+        let waker = self.waker.lock().unwrap().take();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    pub fn sleep(self: &Arc<Self>) -> TriggerSleep {
+        TriggerSleep(Arc::clone(self))
+    }
+}
+
+pub struct TriggerSleep(Arc<Trigger>);
+
+impl Future for TriggerSleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut waker = self.0.waker.lock().unwrap();
+        if self.0.fired.load(SeqCst) {
+            return Poll::Ready(());
+        }
+        *waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// How an acquirer takes its permit.
+#[derive(Clone, Copy, Debug)]
+enum Via {
+    Sync,
+    Async,
+    Call,
+}
+
+impl Via {
+    fn nth(i: usize) -> Via {
+        [Via::Sync, Via::Async, Via::Call][i % 3]
+    }
+}
+
+/// Takes a permit `via`, does the protected work, releases it.
+fn acquire_work_release(bulkhead: &Bulkhead, via: Via, occupancy: &Occupancy) {
+    match via {
+        Via::Sync => {
+            let permit = bulkhead.acquire().expect("an unbounded wait is granted");
+            occupancy.work();
+            drop(permit);
+        }
+        Via::Async => {
+            let permit = rt::block_on(bulkhead.acquire_async()).expect("granted");
+            occupancy.work();
+            drop(permit);
+        }
+        Via::Call => bulkhead.call(|| occupancy.work()).expect("granted"),
+    }
+}
+
+/// `acquirers` callers (sync, async and `call`, in turn), each taking a permit `rounds`
+/// times from a bulkhead of `limit`: never more than `limit` inside at once, and with a
+/// limit of 1 every release happens-before the next acquire.
+pub fn never_exceeds_limit(acquirers: usize, limit: usize, rounds: usize) {
+    let bulkhead = bulkhead("never_exceeds_limit", limit, Duration::MAX, None);
+    let occupancy = Occupancy::new(limit);
+    let handles: Vec<_> = (1..acquirers)
+        .map(|i| {
+            let (bulkhead, occupancy) = (Arc::clone(&bulkhead), Arc::clone(&occupancy));
+            rt::spawn(move || {
+                for _ in 0..rounds {
+                    acquire_work_release(&bulkhead, Via::nth(i), &occupancy);
+                }
+            })
+        })
+        .collect();
+    for _ in 0..rounds {
+        acquire_work_release(&bulkhead, Via::nth(0), &occupancy);
+    }
+    handles.into_iter().for_each(join);
+    occupancy.check(acquirers * rounds);
+    assert_quiescent(&bulkhead, limit);
+}
+
+/// A permit held by the main thread is released (lock-free when it sees no waiter flag)
+/// while `waiters` callers queue for it: none is left parked (a lost wake-up would be a
+/// deadlock), and each sees the previous holder's writes.
+pub fn release_racing_enqueue_wakes_waiter(waiters: usize, async_waiters: bool) {
+    let bulkhead = bulkhead("release_racing_enqueue", 1, Duration::MAX, None);
+    let occupancy = Occupancy::new(1);
+    let held = bulkhead.try_acquire_owned().expect("free");
+    occupancy.work();
+    let handles: Vec<_> = (0..waiters)
+        .map(|i| {
+            let (bulkhead, occupancy) = (Arc::clone(&bulkhead), Arc::clone(&occupancy));
+            let via = if async_waiters && i % 2 == 0 { Via::Async } else { Via::Sync };
+            rt::spawn(move || acquire_work_release(&bulkhead, via, &occupancy))
+        })
+        .collect();
+    drop(held);
+    handles.into_iter().for_each(join);
+    occupancy.check(1 + waiters);
+    assert_quiescent(&bulkhead, 1);
+}
+
+/// A sync waiter's deadline passes (another thread advances the model clock) while a
+/// release hands it the permit: it ends exactly one of granted (and then owns the permit)
+/// or withdrawn (`WaitTimedOut`, and the permit stays free): no leak, no double grant.
+pub fn deadline_racing_release_grants_or_withdraws_once(extra_waiters: usize) {
+    const DEADLINE: u64 = 5;
+    let bulkhead = bulkhead("deadline_racing_release", 1, LONG_WAIT, None);
+    let occupancy = Occupancy::new(1);
+    let granted = Arc::new(AtomicUsize::new(0));
+    let held = bulkhead.try_acquire_owned().expect("free");
+    occupancy.work();
+    let timed = {
+        let (bulkhead, occupancy, granted) =
+            (Arc::clone(&bulkhead), Arc::clone(&occupancy), Arc::clone(&granted));
+        rt::spawn(move || match bulkhead.acquire_timeout(Duration::from_nanos(DEADLINE)) {
+            Ok(permit) => {
+                occupancy.work();
+                granted.fetch_add(1, SeqCst);
+                drop(permit);
+            }
+            Err(err) => {
+                assert_eq!(err.reason(), RejectReason::WaitTimedOut, "{err}");
+                assert!(err.waited() >= Duration::from_nanos(DEADLINE), "{err:?}");
+            }
+        })
+    };
+    // Unbounded waiters behind it: whatever the timed waiter's fate, the permit reaches them.
+    let others: Vec<_> = (0..extra_waiters)
+        .map(|_| {
+            let (bulkhead, occupancy, granted) =
+                (Arc::clone(&bulkhead), Arc::clone(&occupancy), Arc::clone(&granted));
+            rt::spawn(move || {
+                let permit = bulkhead.acquire_timeout(Duration::MAX).expect("unbounded");
+                occupancy.work();
+                granted.fetch_add(1, SeqCst);
+                drop(permit);
+            })
+        })
+        .collect();
+    let clock = {
+        let bulkhead = Arc::clone(&bulkhead);
+        rt::spawn(move || bulkhead.model_advance_clock(DEADLINE))
+    };
+    drop(held);
+    join(timed);
+    others.into_iter().for_each(join);
+    join(clock);
+    let granted = granted.load(SeqCst);
+    assert!(granted >= extra_waiters && granted <= extra_waiters + 1);
+    occupancy.check(1 + granted);
+    assert_quiescent(&bulkhead, 1);
+}
+
+/// An async waiter's deadline (a sleep future the scenario completes) fires while a release
+/// hands it the permit: exactly one of granted / withdrawn, and the permit is never lost.
+pub fn async_deadline_racing_release_grants_or_withdraws_once() {
+    let bulkhead = bulkhead("async_deadline_racing_release", 1, LONG_WAIT, None);
+    let occupancy = Occupancy::new(1);
+    let trigger = Trigger::new();
+    let held = bulkhead.try_acquire_owned().expect("free");
+    occupancy.work();
+    let waiter = {
+        let (bulkhead, occupancy, trigger) =
+            (Arc::clone(&bulkhead), Arc::clone(&occupancy), Arc::clone(&trigger));
+        rt::spawn(move || {
+            match rt::block_on(bulkhead.acquire_async_with_sleep(|_| trigger.sleep())) {
+                Ok(permit) => {
+                    occupancy.work();
+                    drop(permit);
+                    true
+                }
+                Err(err) => {
+                    assert_eq!(err.reason(), RejectReason::WaitTimedOut, "{err}");
+                    false
+                }
+            }
+        })
+    };
+    let timer = {
+        let trigger = Arc::clone(&trigger);
+        rt::spawn(move || trigger.fire())
+    };
+    drop(held);
+    let granted = join(waiter);
+    join(timer);
+    occupancy.check(1 + usize::from(granted));
+    assert_quiescent(&bulkhead, 1);
+}
+
+/// An async acquire polled once (so it may be queued) and then dropped, while a release
+/// may hand it the permit: the permit passes on to the next waiter, which must get it.
+pub fn dropped_async_acquire_passes_permit_on(droppers: usize, next_waiters: usize) {
+    let bulkhead = bulkhead("dropped_async_acquire", 1, Duration::MAX, None);
+    let occupancy = Occupancy::new(1);
+    let held = bulkhead.try_acquire_owned().expect("free");
+    occupancy.work();
+    let droppers: Vec<_> = (0..droppers)
+        .map(|_| {
+            let (bulkhead, occupancy) = (Arc::clone(&bulkhead), Arc::clone(&occupancy));
+            rt::spawn(move || {
+                let mut acquire = bulkhead.acquire_async();
+                let waker = futures::task::noop_waker();
+                match Pin::new(&mut acquire).poll(&mut Context::from_waker(&waker)) {
+                    Poll::Ready(result) => {
+                        let permit = result.expect("an unbounded wait is granted");
+                        occupancy.work();
+                        drop(permit);
+                        1
+                    }
+                    // Queued: cancel it. A permit granted meanwhile must be passed on.
+                    Poll::Pending => {
+                        drop(acquire);
+                        0
+                    }
+                }
+            })
+        })
+        .collect();
+    let releaser = rt::spawn(move || drop(held));
+    let waiters: Vec<_> = (1..next_waiters)
+        .map(|_| {
+            let (bulkhead, occupancy) = (Arc::clone(&bulkhead), Arc::clone(&occupancy));
+            rt::spawn_async(async move {
+                let permit = bulkhead.acquire_async().await.expect("granted");
+                occupancy.work();
+                drop(permit);
+            })
+        })
+        .collect();
+    if next_waiters > 0 {
+        let permit = rt::block_on(bulkhead.acquire_async()).expect("granted");
+        occupancy.work();
+        drop(permit);
+    }
+    let ready: usize = droppers.into_iter().map(join).sum();
+    join(releaser);
+    waiters.into_iter().for_each(|w| w.join());
+    occupancy.check(1 + ready + next_waiters);
+    assert_quiescent(&bulkhead, 1);
+}
+
+/// Sync and async waiters queued in a known order are served in that order, and a
+/// `try_acquire` racing the hand-offs never overtakes them: it can only succeed once every
+/// waiter is done.
+pub fn mixed_waiters_keep_fifo_without_barging(waiters: usize, bargers: usize) {
+    let bulkhead = bulkhead("mixed_waiters_fifo", 1, Duration::MAX, None);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let held = bulkhead.try_acquire_owned().expect("free");
+    let mut handles = Vec::new();
+    for i in 0..waiters {
+        let (b, log) = (Arc::clone(&bulkhead), Arc::clone(&log));
+        let record = move || log.lock().unwrap().push(i);
+        handles.push(if i % 2 == 0 {
+            rt::spawn(move || {
+                let permit = b.acquire().expect("granted");
+                record();
+                drop(permit);
+            })
+        } else {
+            rt::spawn(move || {
+                let permit = rt::block_on(b.acquire_async()).expect("granted");
+                record();
+                drop(permit);
+            })
+        });
+        // Queue them in a known order: wait until this one is queued.
+        wait_until(|| bulkhead.metrics().waiting_calls() == i + 1);
+    }
+    const BARGER: usize = usize::MAX;
+    let barger = |bulkhead: &Bulkhead, log: &Mutex<Vec<usize>>, attempts: usize| {
+        for _ in 0..attempts {
+            if let Ok(permit) = bulkhead.try_acquire() {
+                log.lock().unwrap().push(BARGER);
+                drop(permit);
+            }
+            rt::yield_now();
+        }
+    };
+    // The main thread is the first barger; `bargers - 1` more race from their own threads.
+    let extra: Vec<_> = (1..bargers)
+        .map(|_| {
+            let (bulkhead, log) = (Arc::clone(&bulkhead), Arc::clone(&log));
+            rt::spawn(move || barger(&bulkhead, &log, waiters + 1))
+        })
+        .collect();
+    drop(held);
+    if bargers > 0 {
+        barger(&bulkhead, &log, 1);
+    }
+    handles.into_iter().for_each(join);
+    extra.into_iter().for_each(join);
+    let log = log.lock().unwrap().clone();
+    let served: Vec<usize> = log.iter().copied().take_while(|&i| i != BARGER).collect();
+    assert_eq!(served, (0..waiters).collect::<Vec<_>>(), "FIFO broken or barged: {log:?}");
+    assert!(log[waiters..].iter().all(|&i| i == BARGER), "{log:?}");
+    assert_quiescent(&bulkhead, 1);
+}
+
+/// `change_config` grows and then shrinks the limit while calls are in flight and waiters
+/// queue: growth serves the waiters, the shrink leaves a debt that releases pay, and at
+/// the end no permit was created or lost.
+pub fn change_config_grow_and_shrink_keeps_every_permit(
+    start: usize,
+    limits: &[usize],
+    waiters: usize,
+) {
+    let bulkhead = bulkhead("change_config", start, Duration::MAX, None);
+    let peak = limits.iter().copied().chain([start]).max().unwrap_or(start);
+    let occupancy = Occupancy::new(peak);
+    let held: Vec<_> = (0..start).map(|_| bulkhead.try_acquire_owned().expect("free")).collect();
+    let handles: Vec<_> = (0..waiters)
+        .map(|i| {
+            let (bulkhead, occupancy) = (Arc::clone(&bulkhead), Arc::clone(&occupancy));
+            rt::spawn(move || acquire_work_release(&bulkhead, Via::nth(i), &occupancy))
+        })
+        .collect();
+    let changer = {
+        let bulkhead = Arc::clone(&bulkhead);
+        let limits = limits.to_vec();
+        rt::spawn(move || {
+            for &limit in &limits {
+                bulkhead.change_config(config(limit, Duration::MAX));
+                assert_eq!(bulkhead.metrics().max_allowed_concurrent_calls(), limit);
+            }
+        })
+    };
+    drop(held);
+    handles.into_iter().for_each(join);
+    join(changer);
+    occupancy.check(waiters);
+    let last = limits.last().copied().unwrap_or(start);
+    assert_quiescent(&bulkhead, last);
+}
+
+/// With `max_waiting_calls = cap` and the only permit held, `contenders` callers race to
+/// queue: exactly `cap` queue (and are served once the permit is released), the rest are
+/// refused with `TooManyWaiting`, and the queue never holds more than `cap`.
+pub fn waiter_cap_holds_under_races(cap: usize, contenders: usize) {
+    assert!(contenders > cap);
+    let bulkhead = bulkhead("waiter_cap", 1, Duration::MAX, Some(cap));
+    let occupancy = Occupancy::new(1);
+    let rejected = Arc::new(AtomicUsize::new(0));
+    let held = bulkhead.try_acquire_owned().expect("free");
+    let handles: Vec<_> = (0..contenders)
+        .map(|i| {
+            let (bulkhead, occupancy, rejected) =
+                (Arc::clone(&bulkhead), Arc::clone(&occupancy), Arc::clone(&rejected));
+            let outcome = move |result: Result<(), BulkheadFull>| match result {
+                Ok(()) => true,
+                Err(err) => {
+                    assert_eq!(err.reason(), RejectReason::TooManyWaiting, "{err}");
+                    assert_eq!(err.waited(), Duration::ZERO);
+                    rejected.fetch_add(1, SeqCst);
+                    false
+                }
+            };
+            if i % 2 == 0 {
+                rt::spawn(move || {
+                    outcome(bulkhead.acquire().map(|permit| {
+                        occupancy.work();
+                        drop(permit);
+                    }))
+                })
+            } else {
+                rt::spawn(move || {
+                    outcome(rt::block_on(bulkhead.acquire_async()).map(|permit| {
+                        occupancy.work();
+                        drop(permit);
+                    }))
+                })
+            }
+        })
+        .collect();
+    // Hold the permit until everyone who cannot queue has been refused.
+    let mut over_cap = None;
+    wait_until(|| {
+        let waiting = bulkhead.metrics().waiting_calls();
+        if waiting > cap {
+            over_cap = Some(waiting);
+            return true;
+        }
+        rejected.load(SeqCst) == contenders - cap
+    });
+    // Not while holding the permit: see `Occupancy`.
+    drop(held);
+    if let Some(waiting) = over_cap {
+        panic!("{waiting} waiters queued, cap {cap}");
+    }
+    let served = handles.into_iter().map(join).filter(|&ok| ok).count();
+    assert_eq!(served, cap);
+    assert_eq!(rejected.load(SeqCst), contenders - cap);
+    occupancy.check(cap);
+    assert_quiescent(&bulkhead, 1);
+}
+
+/// `call`s whose closures panic race callers whose closures return, all fail-fast (max
+/// wait zero): a panicking call releases its permit while unwinding, a racing call either
+/// runs (before or after it) or is refused `Full`, never both inside, and nothing leaks.
+///
+/// Nobody queues here on purpose. Neither checker can run a lock taken while a thread
+/// unwinds, which is what a release does when it finds a queued waiter: loom 0.7's `Mutex`
+/// `unwrap`s a std mutex that the unwinding guard poisons, and shuttle 0.8's `MutexGuard`
+/// skips its unlock while `std::thread::panicking()`, so the model deadlocks. The unwinding
+/// hand-off to a queued waiter is checked by the reference model instead (its
+/// `PanickingCall` operation queues acquires from inside the closure before panicking).
+pub fn panicking_call_releases_permit(panickers: usize, callers: usize) {
+    let bulkhead = bulkhead("panicking_call", 1, Duration::ZERO, None);
+    let occupancy = Occupancy::new(1);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let call = |bulkhead: &Bulkhead, occupancy: &Occupancy, ran: &AtomicUsize, panics: bool| {
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            bulkhead.call(|| {
+                occupancy.work();
+                ran.fetch_add(1, SeqCst);
+                if panics {
+                    // `resume_unwind` unwinds like a panic without running the panic hook,
+                    // so the checkers' output stays readable.
+                    resume_unwind(Box::new("the protected call failed"));
+                }
+            })
+        }));
+        match outcome {
+            Ok(Ok(())) => assert!(!panics),
+            Ok(Err(err)) => assert_eq!(err.reason(), RejectReason::Full, "{err}"),
+            Err(_) => assert!(panics, "only the panicking closure unwinds"),
+        }
+    };
+    let handles: Vec<_> = (0..panickers + callers.saturating_sub(1))
+        .map(|i| {
+            let (bulkhead, occupancy, ran) =
+                (Arc::clone(&bulkhead), Arc::clone(&occupancy), Arc::clone(&ran));
+            rt::spawn(move || call(&bulkhead, &occupancy, &ran, i < panickers))
+        })
+        .collect();
+    if callers > 0 {
+        call(&bulkhead, &occupancy, &ran, false);
+    }
+    handles.into_iter().for_each(join);
+    occupancy.check(ran.load(SeqCst));
+    assert_quiescent(&bulkhead, 1);
+}

@@ -1,0 +1,191 @@
+//! Randomized checks of the shared scenarios with shuttle: every scenario under the random
+//! scheduler and the PCT scheduler, at loom's sizes and at sizes loom cannot reach.
+//!
+//! Run with `ci/shuttle.sh`, or by hand:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg bulkhead_shuttle" SHUTTLE_ITERATIONS=10000 \
+//!     cargo test --release --test shuttle
+//! ```
+//!
+//! Knobs: `SHUTTLE_ITERATIONS` (schedules per scheduler and scenario, default 10 000) and
+//! `SHUTTLE_PCT_DEPTH` (default 3).
+//!
+//! # Replaying a failure
+//!
+//! A failing schedule is printed by shuttle ("failing schedule: ...") and, by this harness,
+//! as a ready-to-run command for the `replay` test below:
+//!
+//! ```text
+//! SHUTTLE_REPLAY_SCENARIO=<scenario> SHUTTLE_REPLAY_SCHEDULE=<schedule> \
+//! RUSTFLAGS="--cfg bulkhead_shuttle" cargo test --release --test shuttle replay -- --ignored
+//! ```
+//!
+//! shuttle treats every atomic access as SeqCst, so it does not check orderings (loom does);
+//! it is for the larger scenarios: more threads and tasks, timeouts and cancellation.
+#![cfg(bulkhead_shuttle)]
+
+use std::io::Write;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+use shuttle::scheduler::{PctScheduler, RandomScheduler, ReplayScheduler, Scheduler};
+use shuttle::{Config, Runner};
+
+/// The checker adapter `scenarios.rs` programs against: shuttle's threads, tasks, atomics
+/// and mutex.
+mod rt {
+    use core::future::Future;
+
+    pub use shuttle::future::block_on;
+    pub use shuttle::sync::atomic::{AtomicBool, AtomicUsize};
+    pub use shuttle::sync::Mutex;
+    pub use shuttle::thread::{spawn, yield_now, JoinHandle};
+
+    /// A real shuttle task (not a thread).
+    pub struct TaskHandle<T>(shuttle::future::JoinHandle<T>);
+
+    impl<T> TaskHandle<T> {
+        pub fn join(self) -> T {
+            block_on(self.0).expect("task completed")
+        }
+    }
+
+    pub fn spawn_async<F>(future: F) -> TaskHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        TaskHandle(shuttle::future::spawn(future))
+    }
+}
+
+#[path = "scenarios.rs"]
+mod scenarios;
+
+fn env_usize(key: &str, default: usize) -> usize {
+    match std::env::var(key) {
+        Ok(value) => value.parse().unwrap_or_else(|_| panic!("{key}={value} is not a number")),
+        Err(_) => default,
+    }
+}
+
+fn iterations() -> usize {
+    env_usize("SHUTTLE_ITERATIONS", 10_000)
+}
+
+fn config() -> Config {
+    let mut config = Config::new();
+    // Unwinding (the panicking-call scenario) needs more than the 32 KiB default.
+    config.stack_size = 0x40000;
+    config
+}
+
+/// Runs `f` under `scheduler`; on failure, prints the command that replays it. Set
+/// `SHUTTLE_STATS_FILE` to collect one line per run (name, schedules, seconds).
+fn run(name: &str, scheduler: impl Scheduler + 'static, f: fn()) {
+    let start = Instant::now();
+    let result = catch_unwind(AssertUnwindSafe(|| Runner::new(scheduler, config()).run(f)));
+    if let Ok(schedules) = &result {
+        let line =
+            format!("{name}: schedules={schedules} seconds={:.1}", start.elapsed().as_secs_f64());
+        println!("{line}");
+        if let Ok(path) = std::env::var("SHUTTLE_STATS_FILE") {
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .expect("open SHUTTLE_STATS_FILE");
+            writeln!(file, "{line}").expect("write SHUTTLE_STATS_FILE");
+        }
+    }
+    if let Err(panic) = result {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_default();
+        // shuttle's message: `...failing schedule:\n"\n<schedule>\n"\npass that string...`
+        if let Some(schedule) = message.split('"').nth(1).map(str::trim) {
+            let scenario = name.split("::").next().unwrap_or(name);
+            eprintln!(
+                "\nreplay this failure with:\n  SHUTTLE_REPLAY_SCENARIO={scenario} \
+                 SHUTTLE_REPLAY_SCHEDULE={schedule} RUSTFLAGS=\"--cfg bulkhead_shuttle\" \
+                 cargo test --release --test shuttle replay -- --ignored\n"
+            );
+        }
+        resume_unwind(panic);
+    }
+}
+
+macro_rules! scenarios {
+    ($($name:ident => $body:expr;)*) => {
+        /// Every scenario by name, for the replay test.
+        const SCENARIOS: &[(&str, fn())] = &[$((stringify!($name), || $body)),*];
+
+        $(
+            mod $name {
+                #[test]
+                fn random() {
+                    let iterations = super::iterations();
+                    let scheduler = super::RandomScheduler::new(iterations);
+                    super::run(concat!(stringify!($name), "::random"), scheduler, || $body);
+                }
+
+                #[test]
+                fn pct() {
+                    let depth = super::env_usize("SHUTTLE_PCT_DEPTH", 3);
+                    let scheduler = super::PctScheduler::new(depth, super::iterations());
+                    super::run(concat!(stringify!($name), "::pct"), scheduler, || $body);
+                }
+            }
+        )*
+    };
+}
+
+scenarios! {
+    // At loom's sizes.
+    never_exceeds_limit_three_on_one => crate::scenarios::never_exceeds_limit(3, 1, 1);
+    release_racing_enqueue_wakes_waiter => crate::scenarios::release_racing_enqueue_wakes_waiter(1, true);
+    deadline_racing_release_grants_or_withdraws_once =>
+        crate::scenarios::deadline_racing_release_grants_or_withdraws_once(0);
+    async_deadline_racing_release_grants_or_withdraws_once =>
+        crate::scenarios::async_deadline_racing_release_grants_or_withdraws_once();
+    dropped_async_acquire_passes_permit_on => crate::scenarios::dropped_async_acquire_passes_permit_on(1, 1);
+    mixed_waiters_keep_fifo_without_barging => crate::scenarios::mixed_waiters_keep_fifo_without_barging(2, 1);
+    change_config_grow_and_shrink_keeps_every_permit =>
+        crate::scenarios::change_config_grow_and_shrink_keeps_every_permit(1, &[2, 1], 1);
+    waiter_cap_holds_under_races => crate::scenarios::waiter_cap_holds_under_races(1, 2);
+    panicking_call_releases_permit => crate::scenarios::panicking_call_releases_permit(1, 1);
+
+    // Larger than loom can explore: 4 to 8 threads and tasks.
+    never_exceeds_limit_six_on_one_three_rounds => crate::scenarios::never_exceeds_limit(6, 1, 3);
+    never_exceeds_limit_six_on_two_three_rounds => crate::scenarios::never_exceeds_limit(6, 2, 3);
+    release_racing_enqueue_wakes_five_waiters =>
+        crate::scenarios::release_racing_enqueue_wakes_waiter(5, true);
+    deadline_racing_release_with_three_waiters_behind =>
+        crate::scenarios::deadline_racing_release_grants_or_withdraws_once(3);
+    three_dropped_async_acquires_pass_permit_to_three_tasks =>
+        crate::scenarios::dropped_async_acquire_passes_permit_on(3, 3);
+    five_mixed_waiters_keep_fifo_against_three_bargers =>
+        crate::scenarios::mixed_waiters_keep_fifo_without_barging(5, 3);
+    change_config_four_changes_five_waiters =>
+        crate::scenarios::change_config_grow_and_shrink_keeps_every_permit(2, &[4, 1, 3, 2], 5);
+    waiter_cap_two_of_five => crate::scenarios::waiter_cap_holds_under_races(2, 5);
+    three_panicking_calls_race_three_callers => crate::scenarios::panicking_call_releases_permit(3, 3);
+}
+
+/// Replays one schedule printed by a failing run. Ignored unless asked for:
+/// `SHUTTLE_REPLAY_SCENARIO=<name> SHUTTLE_REPLAY_SCHEDULE=<schedule> cargo test ... replay
+/// -- --ignored` (with `RUSTFLAGS="--cfg bulkhead_shuttle"`).
+#[test]
+#[ignore = "replays a schedule given in SHUTTLE_REPLAY_SCHEDULE"]
+fn replay() {
+    let name = std::env::var("SHUTTLE_REPLAY_SCENARIO").expect("set SHUTTLE_REPLAY_SCENARIO");
+    let schedule = std::env::var("SHUTTLE_REPLAY_SCHEDULE").expect("set SHUTTLE_REPLAY_SCHEDULE");
+    let Some(&(_, body)) = SCENARIOS.iter().find(|(n, _)| *n == name) else {
+        let names: Vec<_> = SCENARIOS.iter().map(|(n, _)| *n).collect();
+        panic!("unknown scenario {name}; one of {names:?}");
+    };
+    Runner::new(ReplayScheduler::new_from_encoded(&schedule), config()).run(body);
+}
