@@ -151,7 +151,11 @@ def ratio(a, b):
 
 
 def fmt_ratio(r):
-    return "–" if r is None else f"{r:.2f}×"
+    if r is None:
+        return "–"
+    if r < 0.01:
+        return f"1/{1 / r:,.0f}"
+    return f"{r:.2f}×"
 
 
 def verdict(ok):
