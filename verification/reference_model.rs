@@ -1,0 +1,501 @@
+//! A reference model of the bulkhead, checked with proptest.
+//!
+//! Random sequences of operations run on one bulkhead, driven deterministically from one
+//! thread: `try_acquire`; async acquires polled by hand with a counting waker (the "queued"
+//! callers); a queued caller's deadline, which the harness resolves by completing the sleep
+//! future it handed to `acquire_async_with_sleep`; dropping a permit or a pending acquire;
+//! `change_config`; and a `call` whose closure queues acquires and then panics. After every
+//! step each result, reject reason and metric is compared with a small sequential model:
+//! a signed count of free permits (negative is a shrink's debt), a FIFO queue, and the set
+//! of queued callers already granted a permit. proptest shrinks a failure to a minimal
+//! sequence of operations.
+//!
+//! Runs under a plain `cargo test --test reference_model`; `PROPTEST_CASES` sets the number
+//! of sequences (default 512 here).
+#![cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
+
+use std::collections::{HashSet, VecDeque};
+use std::future::Future;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use bulkhead::{Bulkhead, BulkheadConfig, BulkheadFull, Permit, RejectReason};
+use proptest::prelude::*;
+
+/// The configured max wait, as the model sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    /// Fail fast: a full bulkhead rejects at once.
+    Zero,
+    /// Long enough that only the harness's sleep future ends it.
+    Hour,
+    /// `Duration::MAX`: no sleep is armed; only a grant ends the wait.
+    Unbounded,
+}
+
+impl Wait {
+    fn duration(self) -> Duration {
+        match self {
+            Wait::Zero => Duration::ZERO,
+            Wait::Hour => Duration::from_secs(3600),
+            Wait::Unbounded => Duration::MAX,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Config {
+    limit: usize,
+    cap: Option<usize>,
+    wait: Wait,
+}
+
+impl Config {
+    fn build(self) -> BulkheadConfig {
+        let mut builder = BulkheadConfig::builder()
+            .max_concurrent_calls(self.limit)
+            .max_wait_duration(self.wait.duration());
+        if let Some(cap) = self.cap {
+            builder = builder.max_waiting_calls(cap);
+        }
+        builder.build().expect("valid config")
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    TryAcquire,
+    /// A new async acquire, polled once.
+    Queue,
+    /// Polls pending acquire `i` (modulo the number pending).
+    Poll(usize),
+    /// Pending acquire `i`'s deadline passes: its sleep completes, then it is polled.
+    Expire(usize),
+    DropPermit(usize),
+    DropPending(usize),
+    ChangeConfig(Config),
+    /// `call` whose closure queues `queued` async acquires, then panics: the permit is
+    /// released while unwinding and handed to the oldest of them.
+    PanickingCall {
+        queued: usize,
+    },
+}
+
+fn config_strategy() -> impl Strategy<Value = Config> {
+    (
+        0..=3usize,
+        prop_oneof![3 => Just(None), 1 => (0..=2usize).prop_map(Some)],
+        prop_oneof![1 => Just(Wait::Zero), 4 => Just(Wait::Hour), 1 => Just(Wait::Unbounded)],
+    )
+        .prop_map(|(limit, cap, wait)| Config { limit, cap, wait })
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => Just(Op::TryAcquire),
+        4 => Just(Op::Queue),
+        2 => any::<usize>().prop_map(Op::Poll),
+        2 => any::<usize>().prop_map(Op::Expire),
+        4 => any::<usize>().prop_map(Op::DropPermit),
+        2 => any::<usize>().prop_map(Op::DropPending),
+        1 => config_strategy().prop_map(Op::ChangeConfig),
+        1 => (0..=2usize).prop_map(|queued| Op::PanickingCall { queued }),
+    ]
+}
+
+/// The sequential model.
+#[derive(Debug)]
+struct Model {
+    config: Config,
+    /// Free permits; negative while a shrink's debt is unpaid.
+    available: i64,
+    /// Queued callers, oldest first (ids).
+    queue: VecDeque<u64>,
+    /// Queued callers that were handed a permit and have not been polled since.
+    granted: HashSet<u64>,
+}
+
+impl Model {
+    fn new(config: Config) -> Model {
+        Model {
+            config,
+            available: config.limit as i64,
+            queue: VecDeque::new(),
+            granted: HashSet::new(),
+        }
+    }
+
+    fn free_for_newcomer(&self) -> bool {
+        self.queue.is_empty() && self.available > 0
+    }
+
+    /// Hands free permits to the oldest queued callers.
+    fn drain(&mut self) {
+        while self.available > 0 {
+            let Some(id) = self.queue.pop_front() else { break };
+            self.available -= 1;
+            self.granted.insert(id);
+        }
+    }
+
+    fn release(&mut self) {
+        self.available += 1;
+        self.drain();
+    }
+
+    fn change_config(&mut self, config: Config) {
+        self.available += config.limit as i64 - self.config.limit as i64;
+        self.config = config;
+        self.drain();
+    }
+
+    fn withdraw(&mut self, id: u64) {
+        self.queue.retain(|&q| q != id);
+    }
+}
+
+/// A waker that counts its wake-ups.
+#[derive(Default)]
+struct CountingWaker(AtomicUsize);
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// The sleep a pending acquire waits on; the harness completes it to end the wait.
+#[derive(Default)]
+struct Sleep {
+    /// How many times the acquire built its sleep (`make_sleep` calls).
+    armed: AtomicUsize,
+    fired: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+struct SleepFuture(Arc<Sleep>);
+
+impl Future for SleepFuture {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0.fired.load(SeqCst) {
+            return Poll::Ready(());
+        }
+        *self.0.waker.lock().unwrap() = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// The payload of the panicking call's own panic.
+const PANIC: &str = "the protected call failed";
+
+type AcquireFuture<'a> = Pin<Box<dyn Future<Output = Result<Permit<'a>, BulkheadFull>> + 'a>>;
+
+/// A queued async acquire held by the harness.
+struct Pending<'a> {
+    id: u64,
+    future: AcquireFuture<'a>,
+    waker: Arc<CountingWaker>,
+    /// Wake-ups seen when it was last polled.
+    wakes_at_last_poll: usize,
+    sleep: Arc<Sleep>,
+    /// The max wait in force when it queued.
+    wait: Wait,
+}
+
+impl<'a> Pending<'a> {
+    fn poll(&mut self) -> Poll<Result<Permit<'a>, BulkheadFull>> {
+        self.wakes_at_last_poll = self.waker.0.load(SeqCst);
+        let waker = Waker::from(Arc::clone(&self.waker));
+        self.future.as_mut().poll(&mut Context::from_waker(&waker))
+    }
+}
+
+struct Harness<'a> {
+    bulkhead: &'a Bulkhead,
+    model: Model,
+    permits: Vec<Permit<'a>>,
+    pending: Vec<Pending<'a>>,
+    next_id: u64,
+}
+
+impl<'a> Harness<'a> {
+    fn expect_full(&self, err: &BulkheadFull, reason: RejectReason) {
+        assert_eq!(err.reason(), reason, "{err}");
+        assert_eq!(err.max_concurrent_calls(), self.model.config.limit);
+        assert_eq!(err.waited(), Duration::ZERO);
+        assert_eq!(err.bulkhead_name(), "reference_model");
+    }
+
+    fn try_acquire(&mut self) {
+        let result = self.bulkhead.try_acquire();
+        if self.model.free_for_newcomer() {
+            self.model.available -= 1;
+            self.permits.push(result.expect("the model has a free permit"));
+        } else {
+            let err = result.err().expect("the model has no permit for a newcomer");
+            self.expect_full(&err, RejectReason::Full);
+        }
+    }
+
+    /// A new async acquire, polled once.
+    fn queue(&mut self) {
+        let sleep = Arc::new(Sleep::default());
+        let arm = Arc::clone(&sleep);
+        let future: AcquireFuture<'a> =
+            Box::pin(self.bulkhead.acquire_async_with_sleep(move |_wait| {
+                arm.armed.fetch_add(1, SeqCst);
+                SleepFuture(arm)
+            }));
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut pending = Pending {
+            id,
+            future,
+            waker: Arc::default(),
+            wakes_at_last_poll: 0,
+            sleep,
+            wait: self.model.config.wait,
+        };
+        let result = pending.poll();
+        let armed = pending.sleep.armed.load(SeqCst);
+        let free = self.model.free_for_newcomer();
+        let config = self.model.config;
+        let over_cap = config.cap.is_some_and(|cap| self.model.queue.len() >= cap);
+        match result {
+            Poll::Ready(Ok(permit)) => {
+                assert!(free, "admitted, but the model has no free permit");
+                assert_eq!(armed, 0, "armed a sleep without queueing");
+                self.model.available -= 1;
+                self.permits.push(permit);
+            }
+            Poll::Ready(Err(err)) => {
+                assert!(!free, "refused ({err}), but a permit was free");
+                assert_eq!(armed, 0, "armed a sleep without queueing");
+                let reason = if config.wait == Wait::Zero {
+                    RejectReason::Full
+                } else {
+                    assert!(over_cap, "refused ({err}) below the waiter cap");
+                    RejectReason::TooManyWaiting
+                };
+                self.expect_full(&err, reason);
+            }
+            Poll::Pending => {
+                assert!(!free, "queued while a permit was free");
+                assert_ne!(config.wait, Wait::Zero, "queued with a zero max wait");
+                assert!(!over_cap, "queued beyond the waiter cap");
+                assert_eq!(armed, usize::from(config.wait == Wait::Hour), "make_sleep calls");
+                self.model.queue.push_back(id);
+                self.pending.push(pending);
+            }
+        }
+    }
+
+    /// Polls pending acquire `i`, after its deadline passed if `expire`.
+    fn poll(&mut self, i: usize, expire: bool) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let i = i % self.pending.len();
+        let pending = &mut self.pending[i];
+        if expire {
+            pending.sleep.fired.store(true, SeqCst);
+            if let Some(waker) = pending.sleep.waker.lock().unwrap().take() {
+                waker.wake();
+            }
+        }
+        let id = pending.id;
+        let timed = expire && pending.wait == Wait::Hour;
+        let wait = pending.wait.duration();
+        let granted = self.model.granted.contains(&id);
+        match pending.poll() {
+            Poll::Ready(Ok(permit)) => {
+                assert!(granted, "pending acquire {id} got a permit the model did not grant");
+                self.model.granted.remove(&id);
+                self.pending.remove(i);
+                self.permits.push(permit);
+            }
+            Poll::Ready(Err(err)) => {
+                assert!(!granted, "pending acquire {id} was granted but failed: {err}");
+                assert!(timed, "pending acquire {id} failed without a deadline: {err}");
+                assert_eq!(err.reason(), RejectReason::WaitTimedOut, "{err}");
+                assert!(err.waited() >= wait, "{err:?}");
+                assert_eq!(err.max_concurrent_calls(), self.model.config.limit);
+                self.model.withdraw(id);
+                self.pending.remove(i);
+            }
+            Poll::Pending => {
+                assert!(!granted, "pending acquire {id} was granted but is still pending");
+                assert!(!timed, "pending acquire {id} is still pending after its deadline");
+            }
+        }
+    }
+
+    fn drop_permit(&mut self, i: usize) {
+        if self.permits.is_empty() {
+            return;
+        }
+        drop(self.permits.remove(i % self.permits.len()));
+        self.model.release();
+    }
+
+    fn drop_pending(&mut self, i: usize) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let pending = self.pending.remove(i % self.pending.len());
+        let id = pending.id;
+        drop(pending);
+        if self.model.granted.remove(&id) {
+            // A permit granted to a dropped acquire passes on to the next waiter.
+            self.model.release();
+        } else {
+            self.model.withdraw(id);
+        }
+    }
+
+    fn change_config(&mut self, config: Config) {
+        self.bulkhead.change_config(config.build());
+        self.model.change_config(config);
+    }
+
+    fn panicking_call(&mut self, queued: usize) {
+        if !self.model.free_for_newcomer() {
+            if self.model.config.wait == Wait::Zero {
+                let err = self.bulkhead.call(|| unreachable!("refused")).err().expect("full");
+                self.expect_full(&err, RejectReason::Full);
+            }
+            // Otherwise `call` would block this (only) thread: skip.
+            return;
+        }
+        self.model.available -= 1;
+        let bulkhead = self.bulkhead;
+        let unwound = catch_unwind(AssertUnwindSafe(|| {
+            bulkhead.call(|| {
+                for _ in 0..queued {
+                    self.queue();
+                }
+                resume_unwind(Box::new(PANIC));
+            })
+        }));
+        match unwound {
+            Ok(_) => panic!("the panic did not propagate out of call"),
+            // Our own panic: expected. Anything else is a failed check inside the closure.
+            Err(payload) if payload.downcast_ref::<&str>() == Some(&PANIC) => {}
+            Err(payload) => resume_unwind(payload),
+        }
+        self.model.release();
+    }
+
+    fn step(&mut self, op: &Op) {
+        match *op {
+            Op::TryAcquire => self.try_acquire(),
+            Op::Queue => self.queue(),
+            Op::Poll(i) => self.poll(i, false),
+            Op::Expire(i) => self.poll(i, true),
+            Op::DropPermit(i) => self.drop_permit(i),
+            Op::DropPending(i) => self.drop_pending(i),
+            Op::ChangeConfig(config) => self.change_config(config),
+            Op::PanickingCall { queued } => self.panicking_call(queued),
+        }
+    }
+
+    /// Metrics, held permits and wake-ups against the model.
+    fn check(&self) {
+        let model = &self.model;
+        let limit = model.config.limit as i64;
+        let m = self.bulkhead.metrics();
+        assert_eq!(m.max_allowed_concurrent_calls(), model.config.limit, "limit: {m:?}");
+        assert_eq!(
+            m.available_concurrent_calls() as i64,
+            model.available.max(0),
+            "available: {m:?}"
+        );
+        assert_eq!(
+            m.in_flight_calls() as i64,
+            (limit - model.available).max(0),
+            "in flight: {m:?}"
+        );
+        assert_eq!(m.waiting_calls(), model.queue.len(), "waiting: {m:?}");
+        // Every permit in flight is held by the harness or granted to a pending acquire.
+        assert_eq!(
+            (self.permits.len() + model.granted.len()) as i64,
+            limit - model.available,
+            "permits held + granted vs. the model"
+        );
+        for pending in &self.pending {
+            if model.granted.contains(&pending.id) {
+                assert!(
+                    pending.waker.0.load(SeqCst) > pending.wakes_at_last_poll,
+                    "pending acquire {} was granted but its waker was not woken",
+                    pending.id
+                );
+            }
+        }
+    }
+}
+
+fn run(initial: Config, ops: &[Op]) {
+    let bulkhead = Bulkhead::new("reference_model", initial.build());
+    let mut harness = Harness {
+        bulkhead: &bulkhead,
+        model: Model::new(initial),
+        permits: Vec::new(),
+        pending: Vec::new(),
+        next_id: 0,
+    };
+    harness.check();
+    for op in ops {
+        harness.step(op);
+        harness.check();
+    }
+    // Wind down: drop every pending acquire (a granted one passes its permit on), then every
+    // permit. At rest every permit is back.
+    while !harness.pending.is_empty() {
+        harness.drop_pending(0);
+        harness.check();
+    }
+    while !harness.permits.is_empty() {
+        harness.drop_permit(0);
+        harness.check();
+    }
+    let m = bulkhead.metrics();
+    let limit = harness.model.config.limit;
+    assert_eq!(
+        (m.available_concurrent_calls(), m.in_flight_calls(), m.waiting_calls()),
+        (limit, 0, 0),
+        "at rest"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn bulkhead_matches_sequential_model(
+        initial in config_strategy(),
+        ops in proptest::collection::vec(op_strategy(), 1..60),
+    ) {
+        run(initial, &ops);
+    }
+}
+
+/// The one sequence that must always work: a release during a panic hands the permit to a
+/// caller that queued from inside the panicking closure.
+#[test]
+fn panicking_call_hands_permit_to_waiter_queued_inside() {
+    let config = Config { limit: 1, cap: None, wait: Wait::Hour };
+    run(config, &[Op::PanickingCall { queued: 2 }, Op::Poll(0), Op::DropPermit(0), Op::Poll(0)]);
+}
