@@ -158,6 +158,13 @@ impl Bulkhead {
         }
     }
 
+    /// Whether the configured max wait is zero (fail fast).
+    #[inline]
+    pub(crate) fn max_wait_is_zero(&self) -> bool {
+        // Ordering: Relaxed — see `store_wait_settings`.
+        self.max_wait_nanos.load(Ordering::Relaxed) == 0
+    }
+
     /// The configured waiter cap.
     pub(crate) fn max_waiting(&self) -> Option<usize> {
         // Ordering: Relaxed — see `store_wait_settings`.
@@ -228,8 +235,19 @@ impl Bulkhead {
     /// assert!(err.waited() >= Duration::from_millis(5));
     /// # Ok::<(), bulkhead::ConfigError>(())
     /// ```
+    #[inline]
     pub fn acquire(&self) -> Result<Permit<'_>, BulkheadFull> {
-        self.acquire_timeout(self.max_wait())
+        match self.sem.try_acquire() {
+            Ok(word) => {
+                self.permitted(word);
+                Ok(Permit::new(self))
+            }
+            // Fail fast without decoding the configured wait into a `Duration`.
+            Err(word) if self.max_wait_is_zero() => {
+                Err(self.reject(word, RejectReason::Full, Duration::ZERO))
+            }
+            Err(_) => self.wait_blocking(self.max_wait()).map(|()| Permit::new(self)),
+        }
     }
 
     /// Takes a permit, waiting up to `wait` (instead of the configured max wait) for one.
@@ -255,6 +273,7 @@ impl Bulkhead {
     /// assert!(err.waited() >= Duration::from_micros(300));
     /// # Ok::<(), bulkhead::ConfigError>(())
     /// ```
+    #[inline]
     pub fn acquire_timeout(&self, wait: Duration) -> Result<Permit<'_>, BulkheadFull> {
         self.acquire_raw(wait).map(|()| Permit::new(self))
     }

@@ -92,8 +92,13 @@ impl<S: Future<Output = ()>> Core<S> {
                     }
                     Err(word) => word,
                 };
+                if bulkhead.max_wait_is_zero() {
+                    let err = bulkhead.reject(word, RejectReason::Full, Duration::ZERO);
+                    return self.finish(bulkhead, Err(err));
+                }
                 let wait = bulkhead.max_wait();
                 if wait.is_zero() {
+                    // The max wait was set to zero by a concurrent `change_config`.
                     let err = bulkhead.reject(word, RejectReason::Full, Duration::ZERO);
                     return self.finish(bulkhead, Err(err));
                 }
@@ -145,7 +150,9 @@ impl<S: Future<Output = ()>> Core<S> {
         result: Result<(), BulkheadFull>,
     ) -> Poll<Result<(), BulkheadFull>> {
         self.done = true;
-        self.sleep = None;
+        if self.sleep.is_some() {
+            self.sleep = None;
+        }
         Poll::Ready(result)
     }
 }

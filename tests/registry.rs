@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Barrier};
-use std::time::Duration;
 
 use bulkhead::{Bulkhead, BulkheadConfig, BulkheadRegistry, RegistryError};
 
@@ -253,7 +252,7 @@ resilience4j:
         assert_eq!(registry.find("statements").unwrap().config(), limit(2));
         let ledger = registry.find("ledger").unwrap().config();
         assert_eq!(ledger.max_concurrent_calls(), 4);
-        assert_eq!(ledger.max_wait_duration(), Duration::from_millis(100));
+        assert_eq!(ledger.max_wait_duration(), std::time::Duration::from_millis(100));
         assert_eq!(registry.config_names(), ["default", "reports"]);
         assert_eq!(registry.tags("bank").unwrap()["service"], "payments");
         // Names not in the file get the file's default config.
