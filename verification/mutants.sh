@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+# Proof that the checks bite: applies realistic bugs to a scratch copy of the engine, one
+# at a time, runs the suites on each, and prints which suite caught which bug.
+#
+#   verification/mutants.sh                      # every mutant, every suite
+#   MUTANTS_ONLY="release_relaxed barging" verification/mutants.sh
+#   MUTANTS_SUITES="loom model" verification/mutants.sh
+#
+# Suites: loom (exhaustive, LOOM_MAX_PREEMPTIONS=$MUTANTS_LOOM_PREEMPTIONS, default 2),
+# shuttle (random + PCT, SHUTTLE_ITERATIONS=$MUTANTS_SHUTTLE_ITERATIONS, default 1000),
+# model (the proptest reference model), tests (the unit tests and tests/*.rs).
+# Each suite run is bounded by MUTANTS_SUITE_TIMEOUT seconds (default 900); a run that hits
+# it counts as caught ("hang": a lost wake-up usually shows up that way in real threads).
+# Target directories: MUTANTS_TARGET_DIR (default target/mutants) holds loom/, shuttle/ and
+# plain/; MUTANTS_{LOOM,SHUTTLE,PLAIN}_TARGET_DIR override each (reuse your own to skip
+# rebuilding the dependencies).
+#
+# The unmutated copy is run first; every suite must pass on it, or the script stops.
+# Exit status: 0 if every mutant was caught by at least one suite and every ordering mutant
+# by loom, 1 otherwise, 2 on a setup error.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TARGET_BASE=${MUTANTS_TARGET_DIR:-$ROOT/target/mutants}
+LOOM_TARGET=${MUTANTS_LOOM_TARGET_DIR:-$TARGET_BASE/loom}
+SHUTTLE_TARGET=${MUTANTS_SHUTTLE_TARGET_DIR:-$TARGET_BASE/shuttle}
+PLAIN_TARGET=${MUTANTS_PLAIN_TARGET_DIR:-$TARGET_BASE/plain}
+LOG_DIR=${MUTANTS_LOG_DIR:-$TARGET_BASE/logs}
+SUITES=${MUTANTS_SUITES:-"loom shuttle model tests"}
+PREEMPTIONS=${MUTANTS_LOOM_PREEMPTIONS:-2}
+SHUTTLE_N=${MUTANTS_SHUTTLE_ITERATIONS:-1000}
+SUITE_TIMEOUT=${MUTANTS_SUITE_TIMEOUT:-900}
+
+SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/bulkhead-mutants.XXXXXX")
+trap 'rm -rf "$SCRATCH"' EXIT
+mkdir -p "$LOG_DIR"
+
+# A pristine copy of the crate (no target/, no .git), refreshed before each mutant.
+PRISTINE=$SCRATCH/pristine
+WORK=$SCRATCH/bulkhead
+mkdir -p "$PRISTINE"
+tar -C "$ROOT" --exclude=./target --exclude=./.git -cf - . | tar -C "$PRISTINE" -xf -
+# Make the copy its own workspace root: cargo would otherwise look for a workspace in the
+# scratch directory's parents (a stray Cargo.toml in /tmp breaks the build).
+printf '\n[workspace]\n' >>"$PRISTINE/Cargo.toml"
+
+fresh_copy() {
+    rm -rf "$WORK"
+    cp -a "$PRISTINE" "$WORK"
+}
+
+# mutate FILE OLD NEW: replaces the one literal occurrence of OLD in FILE by NEW, and fails
+# unless there was exactly one (so a mutant that no longer applies is reported, not skipped).
+mutate() {
+    local file=$WORK/$1
+    OLD=$2 NEW=$3 perl -0pi -e '
+        my $n = () = /\Q$ENV{OLD}\E/g;
+        die "expected exactly 1 match in '"$1"', found $n\n" unless $n == 1;
+        s/\Q$ENV{OLD}\E/$ENV{NEW}/;
+    ' "$file"
+    if cmp -s "$file" "$PRISTINE/$1"; then
+        echo "mutation of $1 changed nothing" >&2
+        return 1
+    fi
+}
+
+# ---------------------------------------------------------------------------------------
+# The mutants: name, whether it is an ordering bug (loom must catch it), and the edit.
+# ---------------------------------------------------------------------------------------
+MUTANTS=(
+    release_ignores_waiter_flag
+    withdraw_ignores_grant
+    waiters_flag_cleared_with_waiter_left
+    enqueue_skips_drain_after_flag
+    dropped_async_forgets_grant
+    sync_timeout_forgets_grant
+    shrink_revokes_in_flight
+    grow_does_not_serve_waiters
+    try_acquire_barges
+    waiter_cap_off_by_one
+    release_relaxed
+    acquire_cas_relaxed
+    drain_cas_relaxed
+    granted_store_relaxed
+    is_granted_relaxed
+)
+ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed granted_store_relaxed is_granted_relaxed "
+
+describe() {
+    case $1 in
+    release_ignores_waiter_flag) echo "release's fast path ignores the WAITERS flag (never drains)" ;;
+    withdraw_ignores_grant) echo "a withdrawal ignores a grant that already happened (permit leaked)" ;;
+    waiters_flag_cleared_with_waiter_left) echo "a withdrawal clears WAITERS while one live waiter is left" ;;
+    enqueue_skips_drain_after_flag) echo "enqueue omits the drain after setting WAITERS (lost wake-up)" ;;
+    dropped_async_forgets_grant) echo "a dropped async acquire forgets the permit granted to it" ;;
+    sync_timeout_forgets_grant) echo "a sync waiter at its deadline ignores a grant that won" ;;
+    shrink_revokes_in_flight) echo "a shrink clamps available at 0 (forgets the debt)" ;;
+    grow_does_not_serve_waiters) echo "growing the limit does not serve queued waiters" ;;
+    try_acquire_barges) echo "try_acquire ignores WAITERS (barging)" ;;
+    waiter_cap_off_by_one) echo "max_waiting_calls admits one waiter too many" ;;
+    release_relaxed) echo "release fetch_add Release -> Relaxed" ;;
+    acquire_cas_relaxed) echo "try_acquire CAS Acquire -> Relaxed" ;;
+    drain_cas_relaxed) echo "drain CAS Acquire -> Relaxed" ;;
+    granted_store_relaxed) echo "GRANTED store Release -> Relaxed" ;;
+    is_granted_relaxed) echo "is_granted load Acquire -> Relaxed" ;;
+    esac
+}
+
+apply() {
+    case $1 in
+    release_ignores_waiter_flag)
+        mutate src/state.rs '        if prev.has_waiters() {
+            self.release_slow();
+        }
+        prev' '        prev' ;;
+    withdraw_ignores_grant)
+        mutate src/state.rs '                debug_assert!(granted);
+                true' '                debug_assert!(granted);
+                false' ;;
+    waiters_flag_cleared_with_waiter_left)
+        mutate src/state.rs '                if queue.live == 0 {
+                    queue.waiters.clear();
+                    self.clear_waiters_flag();
+                } else if' '                if queue.live <= 1 {
+                    self.clear_waiters_flag();
+                }
+                if queue.live == 0 {
+                    queue.waiters.clear();
+                } else if' ;;
+    enqueue_skips_drain_after_flag)
+        mutate src/state.rs '        self.drain(&mut queue);
+        if waiter.is_granted() {' '        if waiter.is_granted() {' ;;
+    dropped_async_forgets_grant)
+        mutate src/future.rs '                bulkhead.sem().release();
+' '' ;;
+    sync_timeout_forgets_grant)
+        mutate src/blocking.rs 'if sem.withdraw(&waiter) {' 'if !sem.withdraw(&waiter) && false {' ;;
+    shrink_revokes_in_flight)
+        mutate src/state.rs 'Word::encode(word.available() + delta, limit,' 'Word::encode((word.available() + delta).max(0), limit,' ;;
+    grow_does_not_serve_waiters)
+        mutate src/state.rs '        if new.has_waiters() && new.available() > 0 {
+            self.release_slow();
+        }' '' ;;
+    try_acquire_barges)
+        mutate src/state.rs 'self.0 & WAITERS == 0 && (self.0 as i64) >= ONE_PERMIT as i64' '(self.0 as i64) >= ONE_PERMIT as i64' ;;
+    waiter_cap_off_by_one)
+        mutate src/state.rs 'queue.live >= max' 'queue.live > max' ;;
+    release_relaxed)
+        mutate src/state.rs 'fetch_add(ONE_PERMIT, Ordering::Release)' 'fetch_add(ONE_PERMIT, Ordering::Relaxed)' ;;
+    acquire_cas_relaxed)
+        mutate src/state.rs '                word.0.wrapping_sub(ONE_PERMIT),
+                Ordering::Acquire,' '                word.0.wrapping_sub(ONE_PERMIT),
+                Ordering::Relaxed,' ;;
+    drain_cas_relaxed)
+        mutate src/state.rs '                    word.0.wrapping_sub(ONE_PERMIT),
+                    Ordering::Acquire,' '                    word.0.wrapping_sub(ONE_PERMIT),
+                    Ordering::Relaxed,' ;;
+    granted_store_relaxed)
+        mutate src/state.rs 'waiter.state.store(GRANTED, Ordering::Release)' 'waiter.state.store(GRANTED, Ordering::Relaxed)' ;;
+    is_granted_relaxed)
+        mutate src/state.rs 'self.state.load(Ordering::Acquire) == GRANTED' 'self.state.load(Ordering::Relaxed) == GRANTED' ;;
+    *)
+        echo "unknown mutant $1" >&2
+        return 1 ;;
+    esac
+}
+
+# ---------------------------------------------------------------------------------------
+# Suites. Each prints one word: pass, caught, hang, or build-error.
+# ---------------------------------------------------------------------------------------
+integration_tests() {
+    local t
+    for t in "$WORK"/tests/*.rs; do
+        printf -- '--test %s ' "$(basename "$t" .rs)"
+    done
+}
+
+suite_command() {
+    case $1 in
+    loom)
+        echo "env CARGO_TARGET_DIR=$LOOM_TARGET RUSTFLAGS='--cfg bulkhead_loom -C debug-assertions' LOOM_MAX_PREEMPTIONS=$PREEMPTIONS cargo test --release --test loom" ;;
+    shuttle)
+        echo "env CARGO_TARGET_DIR=$SHUTTLE_TARGET RUSTFLAGS='--cfg bulkhead_shuttle' SHUTTLE_ITERATIONS=$SHUTTLE_N cargo test --release --test shuttle" ;;
+    model)
+        echo "env CARGO_TARGET_DIR=$PLAIN_TARGET RUSTFLAGS= cargo test --test reference_model" ;;
+    tests)
+        echo "env CARGO_TARGET_DIR=$PLAIN_TARGET RUSTFLAGS= cargo test --lib $(integration_tests)" ;;
+    esac
+}
+
+run_suite() { # run_suite SUITE LOG
+    local cmd status
+    cmd=$(suite_command "$1")
+    if ! (cd "$WORK" && eval "$cmd --no-run") >"$2" 2>&1; then
+        echo build-error
+        return
+    fi
+    set +e
+    (cd "$WORK" && eval "timeout -k 10 $SUITE_TIMEOUT $cmd") >>"$2" 2>&1
+    status=$?
+    set -e
+    case $status in
+    0) echo pass ;;
+    124 | 137) echo hang ;;
+    *) echo caught ;;
+    esac
+}
+
+# What failed, for the details: failing test names, proptest's minimal input, loom/shuttle
+# messages.
+summarize_log() {
+    {
+        sed -n '/^failures:$/,/^test result/p' "$1" | grep -E '^    [a-z_:]+$' | sed 's/^ */failed: /' | sort -u | head -6
+        grep -m1 -E 'minimal failing input' "$1" | cut -c1-400
+        grep -m2 -E 'saw stale data|holders inside|deadlock|FIFO broken|waiters queued|permit .* lost|permits not all back|a permit was created|waiters stranded' "$1" | cut -c1-200
+    } | sed 's/^/      /'
+}
+
+# ---------------------------------------------------------------------------------------
+echo "scratch copy: $SCRATCH; logs: $LOG_DIR"
+echo "suites: $SUITES (loom preemptions $PREEMPTIONS, shuttle iterations $SHUTTLE_N)"
+
+if [ -n "${MUTANTS_DRY_RUN:-}" ]; then
+    # Only check that every mutant still applies to the current engine.
+    for mutant in ${MUTANTS_ONLY:-${MUTANTS[*]}}; do
+        fresh_copy
+        apply "$mutant"
+        printf '%-40s applies: %s\n' "$mutant" "$(cd "$WORK" && diff -ru "$PRISTINE/src" src | grep -c '^[-+] ') changed lines"
+    done
+    exit 0
+fi
+
+echo "== baseline (no mutant)"
+fresh_copy
+for suite in $SUITES; do
+    start=$SECONDS
+    result=$(run_suite "$suite" "$LOG_DIR/baseline.$suite.log")
+    echo "   $suite: $result ($((SECONDS - start)) s)"
+    if [ "$result" != pass ]; then
+        echo "baseline $suite did not pass; see $LOG_DIR/baseline.$suite.log" >&2
+        exit 2
+    fi
+done
+
+declare -A RESULT
+selected=${MUTANTS_ONLY:-${MUTANTS[*]}}
+failures=0
+for mutant in $selected; do
+    echo "== $mutant: $(describe "$mutant")"
+    fresh_copy
+    if ! apply "$mutant"; then
+        echo "   could not apply $mutant" >&2
+        exit 2
+    fi
+    (cd "$WORK" && diff -ru "$PRISTINE/src" src >"$LOG_DIR/$mutant.diff" || true)
+    caught_by=""
+    for suite in $SUITES; do
+        start=$SECONDS
+        result=$(run_suite "$suite" "$LOG_DIR/$mutant.$suite.log")
+        RESULT[$mutant.$suite]=$result
+        echo "   $suite: $result ($((SECONDS - start)) s)"
+        if [ "$result" = build-error ]; then
+            echo "   the mutant does not build; see $LOG_DIR/$mutant.$suite.log" >&2
+            exit 2
+        fi
+        if [ "$result" != pass ]; then
+            caught_by="$caught_by $suite"
+            summarize_log "$LOG_DIR/$mutant.$suite.log"
+        fi
+    done
+    if [ -z "$caught_by" ]; then
+        echo "   MISSED by every suite"
+        failures=$((failures + 1))
+    elif [[ $ORDERING_MUTANTS == *" $mutant "* ]] && [[ " $SUITES " == *" loom "* ]] &&
+        [ "${RESULT[$mutant.loom]}" = pass ]; then
+        echo "   ordering mutant NOT caught by loom"
+        failures=$((failures + 1))
+    fi
+done
+
+echo
+printf '%-40s' "mutant"
+for suite in $SUITES; do printf '%-9s' "$suite"; done
+echo
+for mutant in $selected; do
+    printf '%-40s' "$mutant"
+    for suite in $SUITES; do
+        case ${RESULT[$mutant.$suite]} in
+        pass) printf '%-9s' "-" ;;
+        *) printf '%-9s' "${RESULT[$mutant.$suite]}" ;;
+        esac
+    done
+    echo
+done
+echo
+if [ "$failures" -ne 0 ]; then
+    echo "$failures mutant(s) escaped (see above)"
+    exit 1
+fi
+echo "every mutant was caught; every ordering mutant by loom"
