@@ -27,7 +27,7 @@
  *   NEWLIMIT the limit it sets                                         (default 2)
  *   SLACK    the `+ 16` in withdraw's compaction threshold, scaled down so the
  *            bounded model reaches the compaction branch               (default 0)
- *   MUTANT   0: the engine as written; 1..10: one seeded bug (mutants.sh)
+ *   MUTANT   0: the engine as written; 1..11: one seeded bug (mutants.sh)
  *   CLAIMS_ONLY  defined: the in-model checks below compile to skip, so a run of a named
  *            ltl property fails only when that property does (run.sh checks them in a
  *            separate claim-less run)
@@ -219,6 +219,12 @@ inline drain_exit(want) {
     stop = 1
 }
 
+#if MUTANT == 11
+#define NO_FREE_PERMIT (la < 0)                         /* BUG: off by one, grants at 0 */
+#else
+#define NO_FREE_PERMIT (la <= 0)
+#endif
+
 inline drain(want) {
     do
     :: d_step {
@@ -241,7 +247,7 @@ inline drain(want) {
         :: else ->
             load_word();                                /* state.load */
             if
-            :: la <= 0 -> drain_exit(want)              /* no free permit: return */
+            :: NO_FREE_PERMIT -> drain_exit(want)       /* available() <= 0: return */
             :: else
             fi
         fi
@@ -261,7 +267,7 @@ inline drain(want) {
                 :: else ->
                     load_word();
                     if
-                    :: la <= 0 -> drain_exit(want)
+                    :: NO_FREE_PERMIT -> drain_exit(want)
                     :: else
                     fi
                 fi

@@ -13,7 +13,7 @@ JOBS=${JOBS:-2}
 
 # id | configuration (see run.sh) | the bug, as it would be written in src/state.rs
 MUTANTS=(
-  "1|limit1|release: the fast path ignores WAITERS and never drains"
+  "1|limit1|release: ignores the WAITERS bit its fetch_add saw, never locks to drain"
   "2|limit1|withdraw: ignores an existing grant (overwrites GRANTED with WITHDRAWN)"
   "3|limit1|enqueue: no drain after setting WAITERS and pushing"
   "4|limit1|withdraw: clears WAITERS while live waiters remain"
@@ -23,6 +23,7 @@ MUTANTS=(
   "8|limit1|enqueue: sets WAITERS only after its drain"
   "9|grow|set_limit: growth with waiters queued never drains them"
   "10|shrink|set_limit: a shrink clamps available at 0 (forgives the debt, creates permits)"
+  "11|limit1|drain: off by one, grants while available == 0 (tests < 0 instead of <= 0)"
 )
 
 selected=("$@")

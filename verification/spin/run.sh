@@ -178,10 +178,19 @@ for cfg in "${selected[@]}"; do
 done
 end=$(date +%s)
 
+passed=0
+failed=0
+for cfg in "${selected[@]}"; do
+  passed=$((passed + $(awk '$4 == "PASS"' "$work/$cfg/summary" | wc -l)))
+  failed=$((failed + $(awk '$4 == "FAIL"' "$work/$cfg/summary" | wc -l)))
+done
+if [ "$status" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi   # a build failure
 if [ "$status" = 0 ]; then
-  echo "spin: all properties hold ($((end - start)) s wall)"
+  echo "spin: every check holds ($((end - start)) s wall)"
+  echo "spin: $passed passed, $failed failed"
   [ "$keep_work" = 1 ] || rm -rf "$work"
 else
+  echo "spin: $passed passed, $failed failed"
   echo "spin: FAILED ($((end - start)) s wall). Outputs and trails kept in $work;"
   echo "  replay a counterexample (asserts / end_states: in plain/, without -DCLAIMS_ONLY):"
   echo "    cd $work/<config>/claims && spin -t -k <check>.trail -p -g -l \\"
