@@ -199,6 +199,21 @@ struct Queue {
     live: usize,
 }
 
+impl Queue {
+    /// Capacity an empty queue keeps: enough for ordinary bursts without reallocating.
+    const RETAINED_CAPACITY: usize = 64;
+
+    /// Empties the queue (only tombstones are left). After a storm of waiters, gives the
+    /// memory back instead of keeping the peak size for the life of the bulkhead.
+    fn reset(&mut self) {
+        if self.waiters.capacity() > Self::RETAINED_CAPACITY {
+            self.waiters = VecDeque::new();
+        } else {
+            self.waiters.clear();
+        }
+    }
+}
+
 /// What `enqueue` decided.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Enqueued {
@@ -308,7 +323,7 @@ impl Semaphore {
                 queue.waiters.pop_front();
             }
             if queue.live == 0 {
-                queue.waiters.clear();
+                queue.reset();
                 self.clear_waiters_flag();
                 return;
             }
@@ -401,7 +416,7 @@ impl Semaphore {
                 queue.live -= 1;
                 self.publish_waiting(&queue);
                 if queue.live == 0 {
-                    queue.waiters.clear();
+                    queue.reset();
                     self.clear_waiters_flag();
                 } else if queue.waiters.len() > 2 * queue.live + 16 {
                     // Tombstones are dropped lazily; compact when they dominate, so a storm of
