@@ -35,11 +35,17 @@ SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/bulkhead-mutants.XXXXXX")
 trap 'rm -rf "$SCRATCH"' EXIT
 mkdir -p "$LOG_DIR"
 
-# A pristine copy of the crate (no target/, no .git), refreshed before each mutant.
+# A pristine copy of the crate at HEAD (or of the work tree with MUTANTS_FROM_WORKTREE=1),
+# refreshed before each mutant.
 PRISTINE=$SCRATCH/pristine
 WORK=$SCRATCH/bulkhead
 mkdir -p "$PRISTINE"
-tar -C "$ROOT" --exclude=./target --exclude=./.git -cf - . | tar -C "$PRISTINE" -xf -
+if [ -n "${MUTANTS_FROM_WORKTREE:-}" ]; then
+    tar -C "$ROOT" --exclude=./target --exclude=./.git -cf - . | tar -C "$PRISTINE" -xf -
+else
+    # The committed tree: a shared checkout's uncommitted edits are not what we test.
+    git -C "$ROOT" archive HEAD | tar -C "$PRISTINE" -xf -
+fi
 # Make the copy its own workspace root: cargo would otherwise look for a workspace in the
 # scratch directory's parents (a stray Cargo.toml in /tmp breaks the build).
 printf '\n[workspace]\n' >>"$PRISTINE/Cargo.toml"
@@ -212,8 +218,9 @@ summarize_log() {
     {
         sed -n '/^failures:$/,/^test result/p' "$1" | grep -E '^    [a-z_:]+$' | sed 's/^ */failed: /' | sort -u | head -6
         grep -m1 -E 'minimal failing input' "$1" | cut -c1-400
+        grep -m2 -E "^thread '[a-z_:]+' .*panicked" "$1" | cut -c1-160
         grep -m2 -E 'saw stale data|holders inside|deadlock|FIFO broken|waiters queued|permit .* lost|permits not all back|a permit was created|waiters stranded' "$1" | cut -c1-200
-    } | sed 's/^/      /'
+    } | sed 's/^/      /' || true
 }
 
 # ---------------------------------------------------------------------------------------
