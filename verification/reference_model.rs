@@ -204,9 +204,9 @@ type AcquireFuture<'a> = Pin<Box<dyn Future<Output = Result<Permit<'a>, Bulkhead
 struct Pending<'a> {
     id: u64,
     future: AcquireFuture<'a>,
+    /// The waker of the latest poll: a fresh one each time, as an executor moving a task
+    /// between threads would give, so a future that keeps an old waker is caught.
     waker: Arc<CountingWaker>,
-    /// Wake-ups seen when it was last polled.
-    wakes_at_last_poll: usize,
     sleep: Arc<Sleep>,
     /// The max wait in force when it queued.
     wait: Wait,
@@ -214,7 +214,7 @@ struct Pending<'a> {
 
 impl<'a> Pending<'a> {
     fn poll(&mut self) -> Poll<Result<Permit<'a>, BulkheadFull>> {
-        self.wakes_at_last_poll = self.waker.0.load(SeqCst);
+        self.waker = Arc::default();
         let waker = Waker::from(Arc::clone(&self.waker));
         self.future.as_mut().poll(&mut Context::from_waker(&waker))
     }
@@ -258,14 +258,8 @@ impl<'a> Harness<'a> {
             }));
         let id = self.next_id;
         self.next_id += 1;
-        let mut pending = Pending {
-            id,
-            future,
-            waker: Arc::default(),
-            wakes_at_last_poll: 0,
-            sleep,
-            wait: self.model.config.wait,
-        };
+        let mut pending =
+            Pending { id, future, waker: Arc::default(), sleep, wait: self.model.config.wait };
         let result = pending.poll();
         let armed = pending.sleep.armed.load(SeqCst);
         let free = self.model.free_for_newcomer();
@@ -435,8 +429,8 @@ impl<'a> Harness<'a> {
         for pending in &self.pending {
             if model.granted.contains(&pending.id) {
                 assert!(
-                    pending.waker.0.load(SeqCst) > pending.wakes_at_last_poll,
-                    "pending acquire {} was granted but its waker was not woken",
+                    pending.waker.0.load(SeqCst) > 0,
+                    "pending acquire {} was granted but its latest waker was not woken",
                     pending.id
                 );
             }
