@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use bulkhead::{Bulkhead, BulkheadConfig, BulkheadFull, Permit, RejectReason};
 use proptest::prelude::*;
+use proptest::test_runner::{TestError, TestRunner};
 
 /// The configured max wait, as the model sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -471,18 +472,52 @@ fn run(initial: Config, ops: &[Op]) {
     );
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512),
-        ..ProptestConfig::default()
-    })]
-
-    #[test]
-    fn bulkhead_matches_sequential_model(
-        initial in config_strategy(),
-        ops in proptest::collection::vec(op_strategy(), 1..60),
-    ) {
+/// Random sequences against the model. On a failure, proptest shrinks the sequence (it
+/// tries deleting each operation once, then simplifies each one); a final pass then deletes
+/// every operation whose removal keeps the failure, until none can go, so the reported
+/// sequence is minimal: removing any one operation makes it pass.
+#[test]
+fn bulkhead_matches_sequential_model() {
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512);
+    let mut runner = TestRunner::new(ProptestConfig { cases, ..ProptestConfig::default() });
+    let strategy = (config_strategy(), proptest::collection::vec(op_strategy(), 1..60));
+    match runner.run(&strategy, |(initial, ops)| {
         run(initial, &ops);
+        Ok(())
+    }) {
+        Ok(()) => {}
+        Err(TestError::Fail(reason, (initial, ops))) => {
+            let ops = minimize(initial, ops);
+            panic!(
+                "{reason}\nminimal failing sequence: initial = {initial:?}, ops = {ops:#?}\n\
+                 (pin it as a #[test] calling run(initial, &ops))"
+            );
+        }
+        Err(err) => panic!("{err}"),
+    }
+}
+
+fn fails(initial: Config, ops: &[Op]) -> bool {
+    catch_unwind(AssertUnwindSafe(|| run(initial, ops))).is_err()
+}
+
+/// Deletes operations one at a time while the failure persists.
+fn minimize(initial: Config, mut ops: Vec<Op>) -> Vec<Op> {
+    loop {
+        let before = ops.len();
+        let mut i = 0;
+        while i < ops.len() {
+            let mut shorter = ops.clone();
+            shorter.remove(i);
+            if fails(initial, &shorter) {
+                ops = shorter;
+            } else {
+                i += 1;
+            }
+        }
+        if ops.len() == before {
+            return ops;
+        }
     }
 }
 
