@@ -13,7 +13,9 @@
 # it counts as caught ("hang": a lost wake-up usually shows up that way in real threads).
 # Target directories: MUTANTS_TARGET_DIR (default target/mutants) holds loom/, shuttle/ and
 # plain/; MUTANTS_{LOOM,SHUTTLE,PLAIN}_TARGET_DIR override each (reuse your own to skip
-# rebuilding the dependencies).
+# rebuilding the dependencies), but never one that another build uses at the same time:
+# cargo names a root package's artifacts by its workspace-relative path, so two copies of
+# this crate building in one target directory at once overwrite each other's binaries.
 #
 # The unmutated copy is run first; every suite must pass on it, or the script stops.
 # Exit status: 0 if every mutant was caught by at least one suite and every ordering mutant
