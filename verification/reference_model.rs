@@ -243,7 +243,7 @@ impl<'a> Harness<'a> {
             self.model.available -= 1;
             self.permits.push(result.expect("the model has a free permit"));
         } else {
-            let err = result.err().expect("the model has no permit for a newcomer");
+            let err = result.expect_err("the model has no permit for a newcomer");
             self.expect_full(&err, RejectReason::Full);
         }
     }
@@ -366,7 +366,7 @@ impl<'a> Harness<'a> {
     fn panicking_call(&mut self, queued: usize) {
         if !self.model.free_for_newcomer() {
             if self.model.config.wait == Wait::Zero {
-                let err = self.bulkhead.call(|| unreachable!("refused")).err().expect("full");
+                let err = self.bulkhead.call(|| unreachable!("refused")).expect_err("full");
                 self.expect_full(&err, RejectReason::Full);
             }
             // Otherwise `call` would block this (only) thread: skip.
