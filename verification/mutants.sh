@@ -126,15 +126,14 @@ apply() {
                 true' '                debug_assert!(granted);
                 false' ;;
     waiters_flag_cleared_with_waiter_left)
-        mutate src/state.rs '                if queue.live == 0 {
-                    queue.waiters.clear();
-                    self.clear_waiters_flag();
-                } else if' '                if queue.live <= 1 {
+        mutate src/state.rs '                queue.live -= 1;
+                self.publish_waiting(&queue);
+' '                queue.live -= 1;
+                self.publish_waiting(&queue);
+                if queue.live == 1 {
                     self.clear_waiters_flag();
                 }
-                if queue.live == 0 {
-                    queue.waiters.clear();
-                } else if' ;;
+' ;;
     enqueue_skips_drain_after_flag)
         mutate src/state.rs '        self.drain(&mut queue);
         if waiter.is_granted() {' '        if waiter.is_granted() {' ;;
@@ -218,9 +217,9 @@ run_suite() { # run_suite SUITE LOG
 # messages.
 summarize_log() {
     {
-        sed -n '/^failures:$/,/^test result/p' "$1" | grep -E '^    [a-z_:]+$' | sed 's/^ */failed: /' | sort -u | head -6
-        grep -m1 -E 'minimal failing input' "$1" | cut -c1-400
-        grep -m2 -E "^thread '[a-z_:]+' .*panicked" "$1" | cut -c1-160
+        sed -n '/^failures:$/,/^test result/p' "$1" | grep -E '^    [a-z_:]+$' | sed 's/^ */failed: /' | sort -u | head -3
+        grep -m1 -E 'minimal failing (input|sequence)' "$1" | cut -c1-400
+        grep -m1 -E "^thread '[a-z_:]+' .*panicked" "$1" | cut -c1-160
         grep -m2 -E 'saw stale data|holders inside|deadlock|FIFO broken|waiters queued|permit .* lost|permits not all back|a permit was created|waiters stranded' "$1" | cut -c1-200
     } | sed 's/^/      /' || true
 }
