@@ -528,3 +528,18 @@ fn panicking_call_hands_permit_to_waiter_queued_inside() {
     let config = Config { limit: 1, cap: None, wait: Wait::Hour };
     run(config, &[Op::PanickingCall { queued: 2 }, Op::Poll(0), Op::DropPermit(0), Op::Poll(0)]);
 }
+
+/// Tombstones behind a long waiter: 20 queued acquires time out behind the oldest, which
+/// makes `withdraw` compact the queue. The compaction must keep the live waiter (and only
+/// it): the release then grants it. Pinned because random sequences rarely build 17
+/// tombstones (this kills cargo-mutants' `== with !=` in the compaction filter).
+#[test]
+fn timeout_storm_behind_a_long_waiter_keeps_it_queued() {
+    let config = Config { limit: 1, cap: None, wait: Wait::Hour };
+    let mut ops = vec![Op::TryAcquire];
+    // Pending index 0 is the long waiter; 1..=20 time out, always the second pending one.
+    ops.extend(std::iter::repeat_n(Op::Queue, 21));
+    ops.extend(std::iter::repeat_n(Op::Expire(1), 20));
+    ops.extend([Op::Queue, Op::DropPermit(0), Op::Poll(0), Op::DropPermit(0), Op::Poll(0)]);
+    run(config, &ops);
+}
