@@ -174,6 +174,11 @@ fn change_config_grow_and_shrink_keeps_every_permit() {
 }
 
 #[test]
+fn grow_serves_queued_waiters() {
+    run_model("grow_serves_queued_waiters", || scenarios::grow_serves_queued_waiters(1));
+}
+
+#[test]
 fn waiter_cap_holds_under_races() {
     run_model("waiter_cap_holds_under_races", || scenarios::waiter_cap_holds_under_races(1, 2));
 }

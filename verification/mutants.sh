@@ -9,7 +9,7 @@
 # Suites: loom (exhaustive, LOOM_MAX_PREEMPTIONS=$MUTANTS_LOOM_PREEMPTIONS, default 2),
 # shuttle (random + PCT, SHUTTLE_ITERATIONS=$MUTANTS_SHUTTLE_ITERATIONS, default 1000),
 # model (the proptest reference model), tests (the unit tests and tests/*.rs).
-# Each suite run is bounded by MUTANTS_SUITE_TIMEOUT seconds (default 900); a run that hits
+# Each suite run is bounded by MUTANTS_SUITE_TIMEOUT seconds (default 300); a run that hits
 # it counts as caught ("hang": a lost wake-up usually shows up that way in real threads).
 # Target directories: MUTANTS_TARGET_DIR (default target/mutants) holds loom/, shuttle/ and
 # plain/; MUTANTS_{LOOM,SHUTTLE,PLAIN}_TARGET_DIR override each (reuse your own to skip
@@ -31,7 +31,7 @@ LOG_DIR=${MUTANTS_LOG_DIR:-$TARGET_BASE/logs}
 SUITES=${MUTANTS_SUITES:-"loom shuttle model tests"}
 PREEMPTIONS=${MUTANTS_LOOM_PREEMPTIONS:-2}
 SHUTTLE_N=${MUTANTS_SHUTTLE_ITERATIONS:-1000}
-SUITE_TIMEOUT=${MUTANTS_SUITE_TIMEOUT:-900}
+SUITE_TIMEOUT=${MUTANTS_SUITE_TIMEOUT:-300}
 
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/bulkhead-mutants.XXXXXX")
 trap 'rm -rf "$SCRATCH"' EXIT

@@ -543,3 +543,29 @@ fn timeout_storm_behind_a_long_waiter_keeps_it_queued() {
     ops.extend([Op::Queue, Op::DropPermit(0), Op::Poll(0), Op::DropPermit(0), Op::Poll(0)]);
     run(config, &ops);
 }
+
+/// The acquire futures' `Debug` shows whether they are queued (kills cargo-mutants'
+/// `fmt -> Ok(Default::default())` on `Acquire`, `AcquireWithSleep`, `AcquireOwned` and
+/// their shared core).
+#[test]
+fn acquire_futures_debug_shows_queued_state() {
+    let config = Config { limit: 1, cap: None, wait: Wait::Unbounded };
+    let bulkhead = Arc::new(Bulkhead::new("reference_model", config.build()));
+    let held = bulkhead.try_acquire().expect("free");
+    let waker = Waker::from(Arc::new(CountingWaker::default()));
+    let mut cx = Context::from_waker(&waker);
+    let mut plain = bulkhead.acquire_async();
+    let mut with_sleep = bulkhead.acquire_async_with_sleep(|_| std::future::pending::<()>());
+    let mut owned = bulkhead.acquire_owned_async();
+    for debug in [format!("{plain:?}"), format!("{with_sleep:?}"), format!("{owned:?}")] {
+        assert_eq!(debug, "Acquire { queued: false, done: false }");
+    }
+    assert!(Pin::new(&mut plain).poll(&mut cx).is_pending());
+    assert!(Pin::new(&mut with_sleep).poll(&mut cx).is_pending());
+    assert!(Pin::new(&mut owned).poll(&mut cx).is_pending());
+    for debug in [format!("{plain:?}"), format!("{with_sleep:?}"), format!("{owned:?}")] {
+        assert_eq!(debug, "Acquire { queued: true, done: false }");
+    }
+    drop((plain, with_sleep, owned, held));
+    assert_eq!(bulkhead.metrics().available_concurrent_calls(), 1);
+}

@@ -497,6 +497,29 @@ pub fn change_config_grow_and_shrink_keeps_every_permit(
     assert_quiescent(&bulkhead, last);
 }
 
+/// `waiters` callers queue behind the only permit, which the main thread keeps; growing
+/// the limit by `waiters` must serve every one of them at once, without any release (the
+/// main thread joins them while still holding its permit: a growth that does not drain is
+/// a deadlock).
+pub fn grow_serves_queued_waiters(waiters: usize) {
+    let bulkhead = bulkhead("grow_serves_waiters", 1, Duration::MAX, None);
+    let occupancy = Occupancy::new(1 + waiters);
+    let held = bulkhead.try_acquire_owned().expect("free");
+    let handles: Vec<_> = (0..waiters)
+        .map(|i| {
+            let (b, occupancy) = (Arc::clone(&bulkhead), Arc::clone(&occupancy));
+            let handle = rt::spawn(move || acquire_work_release(&b, Via::nth(i), &occupancy));
+            wait_until(|| bulkhead.metrics().waiting_calls() == i + 1);
+            handle
+        })
+        .collect();
+    bulkhead.change_config(config(1 + waiters, Duration::MAX));
+    handles.into_iter().for_each(join);
+    drop(held);
+    occupancy.check(waiters);
+    assert_quiescent(&bulkhead, 1 + waiters);
+}
+
 /// With `max_waiting_calls = cap` and the only permit held, `contenders` callers race to
 /// queue: exactly `cap` queue (and are served once the permit is released), the rest are
 /// refused with `TooManyWaiting`, and the queue never holds more than `cap`.

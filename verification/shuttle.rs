@@ -155,6 +155,7 @@ scenarios! {
     mixed_waiters_keep_fifo_without_barging => crate::scenarios::mixed_waiters_keep_fifo_without_barging(2, 1);
     change_config_grow_and_shrink_keeps_every_permit =>
         crate::scenarios::change_config_grow_and_shrink_keeps_every_permit(1, &[2, 1], 1);
+    grow_serves_queued_waiters => crate::scenarios::grow_serves_queued_waiters(1);
     waiter_cap_holds_under_races => crate::scenarios::waiter_cap_holds_under_races(1, 2);
     panicking_call_releases_permit => crate::scenarios::panicking_call_releases_permit(1, 1);
 
@@ -171,6 +172,7 @@ scenarios! {
         crate::scenarios::mixed_waiters_keep_fifo_without_barging(5, 3);
     change_config_four_changes_five_waiters =>
         crate::scenarios::change_config_grow_and_shrink_keeps_every_permit(2, &[4, 1, 3, 2], 5);
+    grow_serves_three_queued_waiters => crate::scenarios::grow_serves_queued_waiters(3);
     waiter_cap_two_of_five => crate::scenarios::waiter_cap_holds_under_races(2, 5);
     three_panicking_calls_race_three_callers => crate::scenarios::panicking_call_releases_permit(3, 3);
 }
