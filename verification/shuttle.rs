@@ -106,7 +106,10 @@ fn run(name: &str, scheduler: impl Scheduler + 'static, f: fn()) {
             .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
             .unwrap_or_default();
         // shuttle's message: `...failing schedule:\n"\n<schedule>\n"\npass that string...`
-        if let Some(schedule) = message.split('"').nth(1).map(str::trim) {
+        // shuttle wraps long schedules over several lines; its decoder ignores whitespace.
+        if let Some(schedule) =
+            message.split('"').nth(1).map(|s| s.split_whitespace().collect::<String>())
+        {
             let scenario = name.split("::").next().unwrap_or(name);
             eprintln!(
                 "\nreplay this failure with:\n  SHUTTLE_REPLAY_SCENARIO={scenario} \
