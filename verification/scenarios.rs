@@ -16,9 +16,9 @@
 //! the permit protects. [`Occupancy`] is that data for a one-permit bulkhead: every holder
 //! reads and rewrites a counter with *Relaxed* accesses. The only thing ordering one
 //! holder's write before the next holder's read is the bulkhead's hand-off; without it loom
-//! lets the next holder read a stale value and the scenario fails. (The crate forbids
-//! `unsafe_code` for all targets, so a `loom::cell::UnsafeCell`, whose accessors are
-//! `unsafe`, is not available; Relaxed atomics give loom the same stale-read freedom.)
+//! lets the next holder read a stale value and the scenario fails. (Relaxed atomics give loom
+//! the same stale-read freedom as a `loom::cell::UnsafeCell`, without `unsafe` in the
+//! harness.)
 
 use core::future::Future;
 use core::pin::Pin;
