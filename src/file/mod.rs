@@ -247,8 +247,9 @@ pub(crate) struct Origins {
     pub(crate) max_waiting_calls: Option<String>,
 }
 
-/// A bulkhead instance from `resilience4j.bulkhead.instances.<name>`, with its effective
-/// configuration (base configs applied).
+/// A bulkhead instance from `resilience4j.bulkhead.instances.<name>` (or a named config from
+/// `configs.<name>`, see [`NamedConfig`]), with its effective configuration (base configs
+/// applied).
 ///
 /// # Examples
 ///
@@ -281,7 +282,7 @@ pub struct Instance {
 }
 
 impl Instance {
-    /// The instance's name (the key under `instances`).
+    /// The name: the key under `instances` (or under `configs`, for a [`NamedConfig`]).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -308,7 +309,9 @@ impl Instance {
     }
 }
 
-/// A named configuration from `resilience4j.bulkhead.configs.<name>`, resolved.
+/// A named configuration from `resilience4j.bulkhead.configs.<name>`, resolved: the same
+/// shape as an [`Instance`] (name, path, effective config, base-config chain), so the same
+/// type. For a config, `base_config` is its own `base-config`, if it names one.
 ///
 /// # Examples
 ///
@@ -320,41 +323,7 @@ impl Instance {
 /// assert_eq!(shared.base_config(), None);
 /// # Ok::<(), bulkhead::file::FileError>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NamedConfig {
-    pub(crate) name: String,
-    pub(crate) path: String,
-    pub(crate) config: BulkheadConfig,
-    pub(crate) chain: Vec<String>,
-    pub(crate) origins: Origins,
-}
-
-impl NamedConfig {
-    /// The config's name (the key under `configs`).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The path of its section in the file, e.g. `resilience4j.bulkhead.configs.shared`.
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-
-    /// The effective configuration.
-    pub fn config(&self) -> &BulkheadConfig {
-        &self.config
-    }
-
-    /// Its `base-config`, if it names one.
-    pub fn base_config(&self) -> Option<&str> {
-        self.chain.first().map(String::as_str)
-    }
-
-    /// The whole chain of base configs, nearest first.
-    pub fn base_chain(&self) -> &[String] {
-        &self.chain
-    }
-}
+pub type NamedConfig = Instance;
 
 /// A key that was accepted but has no effect here, or a document that was skipped.
 ///
