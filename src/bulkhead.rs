@@ -300,6 +300,10 @@ impl Bulkhead {
     /// feature, the deadline is checked whenever the future is polled; to bound the wait by
     /// your runtime's timer, use [`acquire_async_with_sleep`](Self::acquire_async_with_sleep).
     ///
+    /// Polled inside a tokio runtime built without its time driver (no `enable_time`), a wait
+    /// that needs the timer makes tokio panic, as `tokio::time::sleep` does there; use
+    /// [`acquire_async_with_sleep`](Self::acquire_async_with_sleep) in such a runtime.
+    ///
     /// An async wait ends no earlier than the max wait, and as late as the timer's resolution
     /// makes it: tokio's timer ticks every millisecond, so a 100 µs async wait gives up after
     /// about 1 ms (measured in `benches/results/latest.md`). Sync waits
