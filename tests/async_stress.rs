@@ -17,24 +17,12 @@ use common::*;
 const TASKS: usize = 64;
 const RUN_FOR: Duration = Duration::from_millis(1200);
 
-/// Counts callers inside their permit (entered after the grant, left before the release).
-#[derive(Default)]
-struct Holders {
-    now: AtomicUsize,
-    peak: AtomicUsize,
+/// Holding a permit asynchronously (the counting itself is `common::Holders`).
+trait HoldAsync {
+    async fn hold(&self, limit: usize, rng: &mut XorShift);
 }
 
-impl Holders {
-    fn enter(&self, limit: usize) {
-        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-        self.peak.fetch_max(now, Ordering::SeqCst);
-        assert!(now <= limit, "{now} concurrent holders with a limit of {limit}");
-    }
-
-    fn leave(&self) {
-        self.now.fetch_sub(1, Ordering::SeqCst);
-    }
-
+impl HoldAsync for Holders {
     async fn hold(&self, limit: usize, rng: &mut XorShift) {
         self.enter(limit);
         match rng.below(3) {

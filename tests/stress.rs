@@ -14,19 +14,14 @@ use common::*;
 const THREADS: usize = 8;
 const RUN_FOR: Duration = Duration::from_millis(1200);
 
-/// Counts callers inside their permit. Entered after the permit is granted and left before
-/// it is released, so it never exceeds the real number of calls in flight.
-#[derive(Default)]
-struct Holders {
-    now: AtomicUsize,
-    peak: AtomicUsize,
+/// Holds a permit for a random short while (the counting itself is `common::Holders`).
+trait HoldSync {
+    fn hold(&self, limit: usize, rng: &mut XorShift);
 }
 
-impl Holders {
+impl HoldSync for Holders {
     fn hold(&self, limit: usize, rng: &mut XorShift) {
-        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-        self.peak.fetch_max(now, Ordering::SeqCst);
-        assert!(now <= limit, "{now} concurrent holders with a limit of {limit}");
+        self.enter(limit);
         match rng.below(4) {
             0 => thread::yield_now(),
             1 => {
@@ -37,7 +32,7 @@ impl Holders {
             2 => thread::sleep(Duration::from_micros(rng.below(50))),
             _ => {}
         }
-        self.now.fetch_sub(1, Ordering::SeqCst);
+        self.leave();
     }
 }
 

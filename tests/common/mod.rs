@@ -181,3 +181,24 @@ impl XorShift {
         self.next_u64() % n
     }
 }
+
+/// Counts callers inside their permit: entered after the permit is granted and left before
+/// it is released, so it never exceeds the real number of calls in flight. `enter` fails the
+/// test the moment more than `limit` callers are inside.
+#[derive(Default)]
+pub struct Holders {
+    pub now: AtomicUsize,
+    pub peak: AtomicUsize,
+}
+
+impl Holders {
+    pub fn enter(&self, limit: usize) {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        assert!(now <= limit, "{now} concurrent holders with a limit of {limit}");
+    }
+
+    pub fn leave(&self) {
+        self.now.fetch_sub(1, Ordering::SeqCst);
+    }
+}
