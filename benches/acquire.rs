@@ -7,7 +7,6 @@
 
 use std::future::Future;
 use std::hint::black_box;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,15 +63,15 @@ fn zero_wait_rejection(c: &mut Criterion) {
     group.bench_function("bulkhead/acquire_async_poll", |b| {
         let mut cx = noop_context();
         b.iter(|| {
-            let mut fut = black_box(&*ours).acquire_async();
-            black_box(Pin::new(&mut fut).poll(&mut cx)).is_ready()
+            let mut fut = std::pin::pin!(black_box(&*ours).acquire_async());
+            black_box(fut.as_mut().poll(&mut cx)).is_ready()
         })
     });
     group.bench_function("bulkhead/acquire_owned_async_poll", |b| {
         let mut cx = noop_context();
         b.iter(|| {
-            let mut fut = black_box(&ours).acquire_owned_async();
-            black_box(Pin::new(&mut fut).poll(&mut cx)).is_ready()
+            let mut fut = std::pin::pin!(black_box(&ours).acquire_owned_async());
+            black_box(fut.as_mut().poll(&mut cx)).is_ready()
         })
     });
 

@@ -11,7 +11,6 @@
 use std::alloc::System;
 use std::future::Future;
 use std::hint::black_box;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -76,16 +75,16 @@ fn allocs() {
         "reject",
         "bulkhead acquire_async (max wait 0, one poll)",
         per_op(N, || {
-            let mut fut = full.acquire_async();
-            drop(black_box(Pin::new(&mut fut).poll(&mut cx)));
+            let mut fut = std::pin::pin!(full.acquire_async());
+            drop(black_box(fut.as_mut().poll(&mut cx)));
         }),
     );
     row(
         "reject",
         "bulkhead acquire_owned_async (max wait 0, one poll)",
         per_op(N, || {
-            let mut fut = full.acquire_owned_async();
-            drop(black_box(Pin::new(&mut fut).poll(&mut cx)));
+            let mut fut = std::pin::pin!(full.acquire_owned_async());
+            drop(black_box(fut.as_mut().poll(&mut cx)));
         }),
     );
     row(
@@ -122,8 +121,8 @@ fn allocs() {
         "fast",
         "bulkhead acquire_async + drop (one poll)",
         per_op(N, || {
-            let mut fut = free.acquire_async();
-            drop(black_box(Pin::new(&mut fut).poll(&mut cx)));
+            let mut fut = std::pin::pin!(free.acquire_async());
+            drop(black_box(fut.as_mut().poll(&mut cx)));
         }),
     );
     row("fast", "bulkhead call", per_op(N, || drop(black_box(free.call(|| black_box(1))))));

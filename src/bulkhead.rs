@@ -6,7 +6,7 @@ use core::time::Duration;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc as StdArc;
 
-use crate::future::{Acquire, AcquireOwned, AcquireWithSleep};
+use crate::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
 use crate::state::{Semaphore, Word};
 use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::{
@@ -181,7 +181,8 @@ impl Bulkhead {
     /// # Errors
     ///
     /// [`RejectReason::Full`] when no permit is free for a newcomer: all are in use, or
-    /// callers are queued (a newcomer never overtakes a waiter).
+    /// callers are queued (a newcomer never overtakes a waiter). [`RejectReason::Closed`]
+    /// once [`close`](Self::close) ran.
     ///
     /// # Examples
     ///
@@ -201,7 +202,7 @@ impl Bulkhead {
                 self.permitted(word);
                 Ok(Permit::new(self))
             }
-            Err(word) => Err(self.reject(word, RejectReason::Full, Duration::ZERO)),
+            Err(word) => Err(self.refuse(word)),
         }
     }
 
@@ -217,7 +218,15 @@ impl Bulkhead {
     ///
     /// [`RejectReason::Full`] when the bulkhead is full and the max wait is zero;
     /// [`RejectReason::TooManyWaiting`] when `max_waiting_calls` callers already wait;
-    /// [`RejectReason::WaitTimedOut`] when the max wait passed without a free permit.
+    /// [`RejectReason::WaitTimedOut`] when the max wait passed without a free permit;
+    /// [`RejectReason::Closed`] when the bulkhead is (or, while waiting, was) closed.
+    ///
+    /// # Panics
+    ///
+    /// If it would have to wait on a thread that is polling async tasks (a tokio worker, or
+    /// inside `block_on`), as tokio's own blocking calls do: that would stall every task on
+    /// the thread. Use [`acquire_async`](Self::acquire_async) there. Never panics when a
+    /// permit is free or the max wait is zero; blocking inside `spawn_blocking` is fine.
     ///
     /// # Examples
     ///
@@ -243,9 +252,7 @@ impl Bulkhead {
                 Ok(Permit::new(self))
             }
             // Fail fast without decoding the configured wait into a `Duration`.
-            Err(word) if self.max_wait_is_zero() => {
-                Err(self.reject(word, RejectReason::Full, Duration::ZERO))
-            }
+            Err(word) if word.is_closed() || self.max_wait_is_zero() => Err(self.refuse(word)),
             Err(_) => self.wait_blocking(self.max_wait()).map(|()| Permit::new(self)),
         }
     }
@@ -286,9 +293,7 @@ impl Bulkhead {
                 self.permitted(word);
                 Ok(())
             }
-            Err(word) if wait.is_zero() => {
-                Err(self.reject(word, RejectReason::Full, Duration::ZERO))
-            }
+            Err(word) if word.is_closed() || wait.is_zero() => Err(self.refuse(word)),
             Err(_) => self.wait_blocking(wait),
         }
     }
@@ -510,6 +515,127 @@ impl Bulkhead {
         Ok(fut.await)
     }
 
+    /// Closes the bulkhead for a graceful shutdown: new calls are refused at once with
+    /// [`RejectReason::Closed`], every queued caller (sync or async) is woken and refused
+    /// with `Closed`, and calls in flight finish normally. Returns `true` if this call closed
+    /// it, `false` if it was already closed (closing twice is harmless).
+    ///
+    /// Closing is for good: a closed bulkhead never reopens, whatever
+    /// [`change_config`](Self::change_config) does. Build a new one to start again. Emits a
+    /// [`BulkheadEventKind::Closed`] event.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+    ///
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// let in_flight = bulkhead.try_acquire()?;
+    /// assert!(bulkhead.close());
+    /// assert!(!bulkhead.close(), "already closed");
+    /// assert_eq!(bulkhead.try_acquire().unwrap_err().reason(), RejectReason::Closed);
+    ///
+    /// // The call in flight finishes normally; then the bulkhead is drained.
+    /// assert!(!bulkhead.wait_drained(Duration::ZERO));
+    /// drop(in_flight);
+    /// assert!(bulkhead.wait_drained(Duration::from_secs(1)));
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn close(&self) -> bool {
+        let closed = self.sem.close();
+        if closed && self.sem.load().has_listeners() {
+            self.emit(BulkheadEventKind::Closed);
+        }
+        closed
+    }
+
+    /// Whether [`close`](Self::close) ran.
+    ///
+    /// ```
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::default());
+    /// assert!(!bulkhead.is_closed());
+    /// bulkhead.close();
+    /// assert!(bulkhead.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.sem.load().is_closed()
+    }
+
+    /// Waits until the bulkhead is closed and no call is in flight, for at most `timeout`.
+    /// Returns `true` if it is drained, `false` if `timeout` passed first.
+    ///
+    /// It waits for [`close`](Self::close) too: call it after `close`, or on a thread that
+    /// waits for another to close the bulkhead.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread for up to `timeout`. In async code use
+    /// [`drained`](Self::drained).
+    ///
+    /// # Panics
+    ///
+    /// If it would have to wait on a thread that is polling async tasks, as
+    /// [`acquire`](Self::acquire) does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    ///
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+    /// let permit = bulkhead.try_acquire_owned()?;
+    /// let worker = std::thread::spawn(move || {
+    ///     std::thread::sleep(Duration::from_millis(10)); // the call in flight
+    ///     drop(permit);
+    /// });
+    /// bulkhead.close();
+    /// assert!(bulkhead.wait_drained(Duration::from_secs(10)));
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 0);
+    /// worker.join().unwrap();
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    #[must_use = "false means calls were still in flight when the timeout passed"]
+    pub fn wait_drained(&self, timeout: Duration) -> bool {
+        self.wait_drained_blocking(timeout)
+    }
+
+    /// Completes when the bulkhead is closed and no call is in flight: the async
+    /// [`wait_drained`](Self::wait_drained). Bound it with your runtime's timeout.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future leaves the drain wait and changes nothing else.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+    /// let call = tokio::spawn({
+    ///     let bulkhead = Arc::clone(&bulkhead);
+    ///     async move {
+    ///         bulkhead.call_async(tokio::time::sleep(Duration::from_millis(10))).await
+    ///     }
+    /// });
+    /// tokio::task::yield_now().await; // let the call start
+    /// bulkhead.close();
+    /// tokio::time::timeout(Duration::from_secs(10), bulkhead.drained()).await?;
+    /// call.await??; // admitted before the close, it finished normally
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn drained(&self) -> Drained<'_> {
+        Drained::new(self)
+    }
+
     /// A snapshot of the bulkhead's counters.
     ///
     /// # Examples
@@ -526,6 +652,7 @@ impl Bulkhead {
             max_allowed: word.limit(),
             in_flight: word.in_flight(),
             waiting: self.sem.waiting(),
+            closed: word.is_closed(),
         }
     }
 
@@ -591,6 +718,14 @@ impl Bulkhead {
             self.emit(BulkheadEventKind::CallRejected(reason));
         }
         BulkheadFull::new(self.name, word.limit(), reason, waited)
+    }
+
+    /// The refusal of a caller that found no free permit and may not wait: `Closed` if the
+    /// word says so, `Full` otherwise. Decoded from the word the caller already read.
+    #[inline]
+    pub(crate) fn refuse(&self, word: Word) -> BulkheadFull {
+        let reason = if word.is_closed() { RejectReason::Closed } else { RejectReason::Full };
+        self.reject(word, reason, Duration::ZERO)
     }
 
     /// Returns a permit held by a guard and emits `CallFinished`, if anyone listens.

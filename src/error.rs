@@ -21,6 +21,9 @@ pub enum RejectReason {
     WaitTimedOut,
     /// No slot was free and `max_waiting_calls` callers were already waiting.
     TooManyWaiting,
+    /// The bulkhead was closed ([`Bulkhead::close`](crate::Bulkhead::close)): it refuses
+    /// every call, and refused this caller while it waited, if it did.
+    Closed,
 }
 
 impl fmt::Display for RejectReason {
@@ -29,6 +32,7 @@ impl fmt::Display for RejectReason {
             RejectReason::Full => "full",
             RejectReason::WaitTimedOut => "wait timed out",
             RejectReason::TooManyWaiting => "too many waiting",
+            RejectReason::Closed => "closed",
         })
     }
 }

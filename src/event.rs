@@ -52,5 +52,11 @@ pub enum BulkheadEventKind {
     /// A caller was refused, and why.
     CallRejected(RejectReason),
     /// A permit was dropped: the call finished (returned, unwound, or was cancelled).
+    ///
+    /// The permit is already back when this is emitted: a listener may take it at once
+    /// (`try_acquire` succeeds), unless a caller was queued, in which case it went to the
+    /// oldest waiter, whose `CallPermitted` follows.
     CallFinished,
+    /// [`Bulkhead::close`](crate::Bulkhead::close) closed the bulkhead (emitted once).
+    Closed,
 }

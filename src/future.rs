@@ -1,15 +1,18 @@
 //! The async slow path: futures that queue, wait for a grant or a timer, and withdraw on
-//! drop.
+//! drop. Nothing here allocates: the waiter is a slot of the semaphore's slab, addressed by
+//! a [`WaitKey`], and the timer lives inside the future, pinned in place.
 
 use core::fmt;
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
-use std::sync::Arc as StdArc;
+use std::sync::Arc;
 
-use crate::state::{Enqueued, Waiter};
-use crate::sync::{Arc, Instant};
+use pin_project_lite::pin_project;
+
+use crate::state::{Enqueued, Outcome, WaitKey, Waiter};
+use crate::sync::Instant;
 use crate::{Bulkhead, BulkheadFull, OwnedPermit, Permit, RejectReason};
 
 #[cfg(feature = "tokio")]
@@ -30,172 +33,246 @@ fn default_sleep(_wait: Duration) -> Option<DefaultSleep> {
     None
 }
 
-/// The state machine every acquire future shares: first poll tries the fast path, then
-/// queues; later polls check the grant, then the timer; drop withdraws.
-struct Core<S> {
-    waiter: Option<Arc<Waiter>>,
+pin_project! {
+    /// The timer of a queued wait, armed in place (never boxed).
+    #[project = TimerProj]
+    enum Timer<S> {
+        Off,
+        On { #[pin] sleep: S },
+    }
+}
+
+/// The unpinned state every acquire future shares: first poll tries the fast path, then
+/// queues; later polls check the slot, then the timer; drop withdraws.
+struct Core {
+    /// The queued wait, while there is one.
+    key: Option<WaitKey>,
+    /// When the wait started (set when queued).
     start: Option<Instant>,
+    /// When it gives up; `None` for an unbounded wait.
     deadline: Option<Instant>,
-    wait: Duration,
-    sleep: Option<Pin<Box<S>>>,
     done: bool,
 }
 
-impl<S> Core<S> {
-    fn new() -> Self {
-        Core {
-            waiter: None,
-            start: None,
-            deadline: None,
-            wait: Duration::ZERO,
-            sleep: None,
-            done: false,
-        }
+impl Core {
+    const fn new() -> Self {
+        Core { key: None, start: None, deadline: None, done: false }
     }
 
     /// Called on drop: a queued future leaves the queue; a permit granted to it but never
     /// returned is released, which hands it to the next waiter.
     fn cancel(&mut self, bulkhead: &Bulkhead) {
-        if let Some(waiter) = self.waiter.take() {
-            if bulkhead.sem().withdraw(&waiter) {
+        if let Some(key) = self.key.take() {
+            if bulkhead.sem().withdraw(key) == Some(Outcome::Granted) {
                 // Never handed to the caller, so no `CallPermitted`/`CallFinished` pair.
                 bulkhead.sem().release();
             }
         }
     }
-}
 
-impl<S: Future<Output = ()>> Core<S> {
-    fn poll(
+    #[inline]
+    fn poll<S: Future<Output = ()>>(
         &mut self,
+        mut timer: Pin<&mut Timer<S>>,
         bulkhead: &Bulkhead,
         cx: &mut Context<'_>,
         arm: impl FnOnce(Duration) -> Option<S>,
     ) -> Poll<Result<(), BulkheadFull>> {
-        assert!(!self.done, "a bulkhead acquire future was polled after it completed");
+        let poll = self.poll_wait(timer.as_mut(), bulkhead, cx, arm);
+        if poll.is_ready() && matches!(timer.as_mut().project(), TimerProj::On { .. }) {
+            // Done: disarm the timer now, not when the future is dropped.
+            timer.set(Timer::Off);
+        }
+        poll
+    }
+
+    #[inline]
+    fn poll_wait<S: Future<Output = ()>>(
+        &mut self,
+        mut timer: Pin<&mut Timer<S>>,
+        bulkhead: &Bulkhead,
+        cx: &mut Context<'_>,
+        arm: impl FnOnce(Duration) -> Option<S>,
+    ) -> Poll<Result<(), BulkheadFull>> {
         let sem = bulkhead.sem();
-        match &self.waiter {
-            Some(waiter) => {
-                // Register first, then look: a grant after the look wakes the new waker.
-                waiter.register(cx.waker());
-                if waiter.is_granted() {
-                    self.waiter = None;
-                    bulkhead.permitted(sem.load());
-                    return self.finish(bulkhead, Ok(()));
+        match self.key {
+            Some(key) => match sem.poll_wait(key, Some(cx.waker())) {
+                None => {}
+                Some(outcome) => {
+                    self.key = None;
+                    return self.finish(bulkhead, outcome);
                 }
-            }
+            },
             None => {
+                assert!(!self.done, "a bulkhead acquire future was polled after it completed");
                 let word = match sem.try_acquire() {
                     Ok(word) => {
                         bulkhead.permitted(word);
-                        return self.finish(bulkhead, Ok(()));
+                        return self.done_with(Ok(()));
                     }
                     Err(word) => word,
                 };
-                if bulkhead.max_wait_is_zero() {
-                    let err = bulkhead.reject(word, RejectReason::Full, Duration::ZERO);
-                    return self.finish(bulkhead, Err(err));
+                if word.is_closed() || bulkhead.max_wait_is_zero() {
+                    return self.done_with(Err(bulkhead.refuse(word)));
                 }
-                let wait = bulkhead.max_wait();
-                if wait.is_zero() {
-                    // The max wait was set to zero by a concurrent `change_config`.
-                    let err = bulkhead.reject(word, RejectReason::Full, Duration::ZERO);
-                    return self.finish(bulkhead, Err(err));
+                if let Some(done) = self.start_wait(timer.as_mut(), bulkhead, cx, arm) {
+                    return done;
                 }
-                let start = sem.clock.now();
-                let waiter = Waiter::task(cx.waker());
-                match sem.enqueue(&waiter, bulkhead.max_waiting()) {
-                    Enqueued::Acquired => {
-                        bulkhead.permitted(sem.load());
-                        return self.finish(bulkhead, Ok(()));
-                    }
-                    Enqueued::TooManyWaiting => {
-                        let reason = RejectReason::TooManyWaiting;
-                        let err = bulkhead.reject(sem.load(), reason, Duration::ZERO);
-                        return self.finish(bulkhead, Err(err));
-                    }
-                    Enqueued::Queued => {}
-                }
-                self.start = Some(start);
-                self.wait = wait;
-                self.deadline = sem.deadline(start, wait);
-                if self.deadline.is_some() {
-                    self.sleep = arm(wait).map(Box::pin);
-                }
-                self.waiter = Some(waiter);
             }
         }
-        let fired = self.sleep.as_mut().is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready())
-            || self.deadline.is_some_and(|deadline| sem.clock.now() >= deadline);
-        if !fired {
+        // Still queued: has the wait run out? With a timer, only when it fires; without one,
+        // the deadline is checked on every poll.
+        let expired = match timer.project() {
+            TimerProj::On { sleep } => sleep.poll(cx).is_ready(),
+            TimerProj::Off => self.deadline.is_some_and(|deadline| sem.clock.now() >= deadline),
+        };
+        if !expired {
             return Poll::Pending;
         }
-        let Some(waiter) = self.waiter.take() else {
-            unreachable!("a queued future has a waiter");
+        let Some(key) = self.key.take() else {
+            unreachable!("a queued future has a wait key");
         };
         // The grant and the withdrawal are decided under the queue lock: exactly one happens.
-        if sem.withdraw(&waiter) {
-            bulkhead.permitted(sem.load());
-            return self.finish(bulkhead, Ok(()));
+        match sem.withdraw(key) {
+            Some(outcome) => self.finish(bulkhead, outcome),
+            None => {
+                let waited = self.waited(bulkhead);
+                let err = bulkhead.reject(sem.load(), RejectReason::WaitTimedOut, waited);
+                self.done_with(Err(err))
+            }
         }
-        let start = self.start.unwrap_or_else(|| sem.clock.now());
-        let waited = sem.clock.since(start).max(self.wait);
-        let err = bulkhead.reject(sem.load(), RejectReason::WaitTimedOut, waited);
-        self.finish(bulkhead, Err(err))
     }
 
-    fn finish(
+    /// The first poll found no free permit and may wait: queue, and arm the timer. `None`
+    /// when queued; otherwise the result of the acquire.
+    #[cold]
+    fn start_wait<S: Future<Output = ()>>(
         &mut self,
-        _bulkhead: &Bulkhead,
-        result: Result<(), BulkheadFull>,
-    ) -> Poll<Result<(), BulkheadFull>> {
-        self.done = true;
-        if self.sleep.is_some() {
-            self.sleep = None;
+        mut timer: Pin<&mut Timer<S>>,
+        bulkhead: &Bulkhead,
+        cx: &mut Context<'_>,
+        arm: impl FnOnce(Duration) -> Option<S>,
+    ) -> Option<Poll<Result<(), BulkheadFull>>> {
+        let sem = bulkhead.sem();
+        let wait = bulkhead.max_wait();
+        if wait.is_zero() {
+            // The max wait was set to zero by a concurrent `change_config`.
+            return Some(self.done_with(Err(bulkhead.reject(
+                sem.load(),
+                RejectReason::Full,
+                wait,
+            ))));
         }
+        let start = sem.clock.now();
+        let key = match sem.enqueue(Waiter::Task(cx.waker()), bulkhead.max_waiting()) {
+            Enqueued::Queued(key) => key,
+            Enqueued::Acquired => {
+                bulkhead.permitted(sem.load());
+                return Some(self.done_with(Ok(())));
+            }
+            Enqueued::TooManyWaiting => {
+                let reason = RejectReason::TooManyWaiting;
+                let err = bulkhead.reject(sem.load(), reason, Duration::ZERO);
+                return Some(self.done_with(Err(err)));
+            }
+            Enqueued::Closed => return Some(self.done_with(Err(bulkhead.refuse(sem.load())))),
+        };
+        self.key = Some(key);
+        self.start = Some(start);
+        self.deadline = sem.clock.deadline(start, wait);
+        if self.deadline.is_some() {
+            if let Some(sleep) = arm(wait) {
+                timer.set(Timer::On { sleep });
+            }
+        }
+        None
+    }
+
+    fn done_with(&mut self, result: Result<(), BulkheadFull>) -> Poll<Result<(), BulkheadFull>> {
+        self.done = true;
         Poll::Ready(result)
+    }
+
+    /// How long the wait lasted; for a timed-out wait, at least the wait it was allowed
+    /// (a custom sleep, or tokio's paused clock, may end it early in real time).
+    fn waited(&self, bulkhead: &Bulkhead) -> Duration {
+        let clock = &bulkhead.sem().clock;
+        let Some(start) = self.start else { return Duration::ZERO };
+        let allowed =
+            self.deadline.map_or(Duration::ZERO, |deadline| clock.between(start, deadline));
+        clock.since(start).max(allowed)
+    }
+
+    /// The wait ended with `outcome`, decided under the queue lock.
+    fn finish(&mut self, bulkhead: &Bulkhead, outcome: Outcome) -> Poll<Result<(), BulkheadFull>> {
+        let sem = bulkhead.sem();
+        match outcome {
+            Outcome::Granted => {
+                bulkhead.permitted(sem.load());
+                self.done_with(Ok(()))
+            }
+            Outcome::Closed => {
+                let waited = self.start.map_or(Duration::ZERO, |start| sem.clock.since(start));
+                let err = bulkhead.reject(sem.load(), RejectReason::Closed, waited);
+                self.done_with(Err(err))
+            }
+            Outcome::Drained => unreachable!("an acquire is not a drain wait"),
+        }
     }
 }
 
-impl<S> fmt::Debug for Core<S> {
+impl fmt::Debug for Core {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Acquire")
-            .field("queued", &self.waiter.is_some())
+            .field("queued", &self.key.is_some())
             .field("done", &self.done)
             .finish()
     }
 }
 
-/// The future returned by [`Bulkhead::acquire_async`].
-///
-/// # Cancel safety
-///
-/// Dropping it at any point loses nothing: see [`Bulkhead::acquire_async`].
-#[must_use = "futures do nothing unless polled"]
-pub struct Acquire<'a> {
-    bulkhead: &'a Bulkhead,
-    core: Core<DefaultSleep>,
+pin_project! {
+    /// The future returned by [`Bulkhead::acquire_async`].
+    ///
+    /// It holds its place in the queue and its timer inline, so waiting allocates nothing;
+    /// like tokio's acquire futures it is not `Unpin` (`.await` it, or pin it with
+    /// [`std::pin::pin!`] or `Box::pin` to poll it by hand).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it at any point loses nothing: see [`Bulkhead::acquire_async`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Acquire<'a> {
+        bulkhead: &'a Bulkhead,
+        core: Core,
+        #[pin]
+        timer: Timer<DefaultSleep>,
+    }
+
+    impl PinnedDrop for Acquire<'_> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            this.core.cancel(this.bulkhead);
+        }
+    }
 }
 
 impl<'a> Acquire<'a> {
+    #[inline]
     pub(crate) fn new(bulkhead: &'a Bulkhead) -> Self {
-        Acquire { bulkhead, core: Core::new() }
+        Acquire { bulkhead, core: Core::new(), timer: Timer::Off }
     }
 }
 
 impl<'a> Future for Acquire<'a> {
     type Output = Result<Permit<'a>, BulkheadFull>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let bulkhead = this.bulkhead;
-        this.core.poll(bulkhead, cx, default_sleep).map(|r| r.map(|()| Permit::new(bulkhead)))
-    }
-}
-
-impl Drop for Acquire<'_> {
-    fn drop(&mut self) {
-        self.core.cancel(self.bulkhead);
+        let this = self.project();
+        let bulkhead: &'a Bulkhead = this.bulkhead;
+        this.core
+            .poll(this.timer, bulkhead, cx, default_sleep)
+            .map(|r| r.map(|()| Permit::new(bulkhead)))
     }
 }
 
@@ -205,21 +282,30 @@ impl fmt::Debug for Acquire<'_> {
     }
 }
 
-/// The future returned by [`Bulkhead::acquire_async_with_sleep`].
-///
-/// # Cancel safety
-///
-/// Dropping it at any point loses nothing: see [`Bulkhead::acquire_async`].
-#[must_use = "futures do nothing unless polled"]
-pub struct AcquireWithSleep<'a, M, S> {
-    bulkhead: &'a Bulkhead,
-    make_sleep: Option<M>,
-    core: Core<S>,
-}
+pin_project! {
+    /// The future returned by [`Bulkhead::acquire_async_with_sleep`].
+    ///
+    /// Not `Unpin` when the sleep is not: the sleep is pinned inside it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it at any point loses nothing: see [`Bulkhead::acquire_async`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct AcquireWithSleep<'a, M, S> {
+        bulkhead: &'a Bulkhead,
+        make_sleep: Option<M>,
+        core: Core,
+        #[pin]
+        timer: Timer<S>,
+    }
 
-// The sleep is boxed before it is ever polled and `make_sleep` is moved out before it is
-// called, so nothing in this future is structurally pinned.
-impl<M, S> Unpin for AcquireWithSleep<'_, M, S> {}
+    impl<M, S> PinnedDrop for AcquireWithSleep<'_, M, S> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            this.core.cancel(this.bulkhead);
+        }
+    }
+}
 
 impl<'a, M, S> AcquireWithSleep<'a, M, S>
 where
@@ -227,7 +313,12 @@ where
     S: Future<Output = ()>,
 {
     pub(crate) fn new(bulkhead: &'a Bulkhead, make_sleep: M) -> Self {
-        AcquireWithSleep { bulkhead, make_sleep: Some(make_sleep), core: Core::new() }
+        AcquireWithSleep {
+            bulkhead,
+            make_sleep: Some(make_sleep),
+            core: Core::new(),
+            timer: Timer::Off,
+        }
     }
 }
 
@@ -239,17 +330,11 @@ where
     type Output = Result<Permit<'a>, BulkheadFull>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let bulkhead = this.bulkhead;
-        let make_sleep = &mut this.make_sleep;
+        let this = self.project();
+        let bulkhead: &'a Bulkhead = this.bulkhead;
+        let make_sleep = this.make_sleep;
         let arm = |wait| make_sleep.take().map(|make| make(wait));
-        this.core.poll(bulkhead, cx, arm).map(|r| r.map(|()| Permit::new(bulkhead)))
-    }
-}
-
-impl<M, S> Drop for AcquireWithSleep<'_, M, S> {
-    fn drop(&mut self) {
-        self.core.cancel(self.bulkhead);
+        this.core.poll(this.timer, bulkhead, cx, arm).map(|r| r.map(|()| Permit::new(bulkhead)))
     }
 }
 
@@ -259,20 +344,33 @@ impl<M, S> fmt::Debug for AcquireWithSleep<'_, M, S> {
     }
 }
 
-/// The future returned by [`Bulkhead::acquire_owned_async`]: `Send + 'static`.
-///
-/// # Cancel safety
-///
-/// Dropping it at any point loses nothing: see [`Bulkhead::acquire_async`].
-#[must_use = "futures do nothing unless polled"]
-pub struct AcquireOwned {
-    bulkhead: StdArc<Bulkhead>,
-    core: Core<DefaultSleep>,
+pin_project! {
+    /// The future returned by [`Bulkhead::acquire_owned_async`]: `Send + 'static`.
+    ///
+    /// Not `Unpin`, like [`Acquire`]: its timer is pinned inside it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it at any point loses nothing: see [`Bulkhead::acquire_async`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct AcquireOwned {
+        bulkhead: Arc<Bulkhead>,
+        core: Core,
+        #[pin]
+        timer: Timer<DefaultSleep>,
+    }
+
+    impl PinnedDrop for AcquireOwned {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            this.core.cancel(this.bulkhead);
+        }
+    }
 }
 
 impl AcquireOwned {
-    pub(crate) fn new(bulkhead: StdArc<Bulkhead>) -> Self {
-        AcquireOwned { bulkhead, core: Core::new() }
+    pub(crate) fn new(bulkhead: Arc<Bulkhead>) -> Self {
+        AcquireOwned { bulkhead, core: Core::new(), timer: Timer::Off }
     }
 }
 
@@ -280,22 +378,82 @@ impl Future for AcquireOwned {
     type Output = Result<OwnedPermit, BulkheadFull>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let bulkhead = &this.bulkhead;
+        let this = self.project();
+        let bulkhead = this.bulkhead;
         this.core
-            .poll(bulkhead, cx, default_sleep)
-            .map(|r| r.map(|()| OwnedPermit::from_acquired(StdArc::clone(bulkhead))))
-    }
-}
-
-impl Drop for AcquireOwned {
-    fn drop(&mut self) {
-        self.core.cancel(&self.bulkhead);
+            .poll(this.timer, bulkhead, cx, default_sleep)
+            .map(|r| r.map(|()| OwnedPermit::from_acquired(Arc::clone(bulkhead))))
     }
 }
 
 impl fmt::Debug for AcquireOwned {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.core.fmt(f)
+    }
+}
+
+/// The future returned by [`Bulkhead::drained`]: completes when the bulkhead is closed and
+/// no call is in flight.
+///
+/// # Cancel safety
+///
+/// Dropping it at any point leaves the drain wait and changes nothing else.
+#[must_use = "futures do nothing unless polled"]
+pub struct Drained<'a> {
+    bulkhead: &'a Bulkhead,
+    key: Option<WaitKey>,
+    done: bool,
+}
+
+impl<'a> Drained<'a> {
+    pub(crate) fn new(bulkhead: &'a Bulkhead) -> Self {
+        Drained { bulkhead, key: None, done: false }
+    }
+}
+
+impl Future for Drained<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        assert!(!this.done, "a bulkhead drained future was polled after it completed");
+        let sem = this.bulkhead.sem();
+        let drained = match this.key {
+            // Registered under the lock that completes drain waits: a drain either came
+            // before (seen here) or wakes this waker.
+            Some(key) => sem.poll_wait(key, Some(cx.waker())).is_some(),
+            None => match sem.wait_drained(Waiter::Task(cx.waker())) {
+                Some(key) => {
+                    this.key = Some(key);
+                    false
+                }
+                None => true,
+            },
+        };
+        if drained {
+            this.key = None;
+            this.done = true;
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for Drained<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            // A drain wait owns no permit: whatever it ended with, nothing is left to do.
+            let _ = self.bulkhead.sem().withdraw(key);
+        }
+    }
+}
+
+impl fmt::Debug for Drained<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Drained")
+            .field("waiting", &self.key.is_some())
+            .field("done", &self.done)
+            .finish()
     }
 }

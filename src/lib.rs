@@ -80,7 +80,7 @@ pub use crate::bulkhead::Bulkhead;
 pub use crate::config::{BulkheadConfig, BulkheadConfigBuilder, ConfigError};
 pub use crate::error::{BulkheadFull, RejectReason};
 pub use crate::event::{BulkheadEvent, BulkheadEventKind};
-pub use crate::future::{Acquire, AcquireOwned, AcquireWithSleep};
+pub use crate::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
 pub use crate::metrics::BulkheadMetrics;
 pub use crate::permit::{OwnedPermit, Permit};
 pub use crate::registry::{BulkheadRegistry, BulkheadRegistryBuilder, RegistryError};

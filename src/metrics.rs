@@ -25,6 +25,7 @@ pub struct BulkheadMetrics {
     pub(crate) max_allowed: usize,
     pub(crate) in_flight: usize,
     pub(crate) waiting: usize,
+    pub(crate) closed: bool,
 }
 
 impl BulkheadMetrics {
@@ -47,5 +48,10 @@ impl BulkheadMetrics {
     /// Callers queued for a slot.
     pub fn waiting_calls(&self) -> usize {
         self.waiting
+    }
+
+    /// Whether the bulkhead is closed ([`Bulkhead::close`](crate::Bulkhead::close)).
+    pub fn is_closed(&self) -> bool {
+        self.closed
     }
 }

@@ -99,6 +99,7 @@ fn reason_label(reason: RejectReason) -> &'static str {
         RejectReason::Full => "full",
         RejectReason::WaitTimedOut => "wait_timed_out",
         RejectReason::TooManyWaiting => "too_many_waiting",
+        RejectReason::Closed => "closed",
     }
 }
 
@@ -119,6 +120,7 @@ struct Counters {
     rejected_full: Counter,
     rejected_wait_timed_out: Counter,
     rejected_too_many_waiting: Counter,
+    rejected_closed: Counter,
     finished: Counter,
 }
 
@@ -130,6 +132,7 @@ impl Counters {
             rejected_full: rejected(RejectReason::Full),
             rejected_wait_timed_out: rejected(RejectReason::WaitTimedOut),
             rejected_too_many_waiting: rejected(RejectReason::TooManyWaiting),
+            rejected_closed: rejected(RejectReason::Closed),
             finished: counter!(CALLS_FINISHED, "name" => name.to_owned()),
         }
     }
@@ -144,7 +147,10 @@ impl Counters {
             BulkheadEventKind::CallRejected(RejectReason::TooManyWaiting) => {
                 &self.rejected_too_many_waiting
             }
+            BulkheadEventKind::CallRejected(RejectReason::Closed) => &self.rejected_closed,
             BulkheadEventKind::CallFinished => &self.finished,
+            // Not a call; the closed state is read at scrape time.
+            _ => return,
         };
         counter.increment(1);
     }

@@ -6,16 +6,17 @@
 //!
 //! | bits    | field       | meaning                                                        |
 //! |---------|-------------|----------------------------------------------------------------|
-//! | 0       | `WAITERS`   | the waiter queue holds at least one live waiter                |
+//! | 0       | `WAITERS`   | releases must take the lock: a waiter is queued, or closed     |
 //! | 1..=30  | limit       | the current `max_concurrent_calls` (unsigned, ≤ 2^30 − 1)      |
 //! | 31      | `LISTENERS` | at least one event listener is registered                      |
-//! | 32..=63 | available   | free permits, **signed**: negative after a shrink (a debt)     |
+//! | 32      | `CLOSED`    | `close` ran: every acquire is refused, for good                |
+//! | 33..=63 | available   | free permits, **signed**: negative after a shrink (a debt)     |
 //!
-//! Keeping the limit and the listener flag in the word means a rejection reads exactly one
-//! atomic and still knows the limit to report and whether to emit an event. Adding or
-//! removing a permit is adding or subtracting `ONE_PERMIT` (`1 << 32`): wrapping arithmetic
-//! on the top half never touches the low half, so the sign of `available` takes care of
-//! itself.
+//! Keeping the limit and the flags in the word means a rejection reads exactly one atomic
+//! and still knows the limit to report, whether the refusal is `Closed`, and whether to emit
+//! an event. Adding or removing a permit is adding or subtracting `ONE_PERMIT` (`1 << 33`):
+//! wrapping arithmetic on the top bits never touches the low ones, and 31 signed bits hold
+//! ±(2^30 − 1), so the sign of `available` takes care of itself.
 //!
 //! # Invariants
 //!
@@ -23,7 +24,9 @@
 //!   counts as in flight). Permits are never created or lost: `set_limit` moves `limit` and
 //!   `available` by the same delta in one CAS, so `limit - available` is unchanged.
 //! * Under the queue lock, between critical sections: `WAITERS` is set iff the queue holds a
-//!   live waiter, and then `available <= 0` (every free permit went to the oldest waiter).
+//!   live waiter or `CLOSED` is set; with a waiter queued, `available <= 0` (every free
+//!   permit went to the oldest waiter). Once set, `CLOSED` is never cleared, and no waiter
+//!   is queued after it.
 //! * While `WAITERS` is set no fast path takes a permit: no barging past a queued waiter.
 //!
 //! # Protocol
@@ -36,10 +39,23 @@
 //!   is free; otherwise set `WAITERS` (`fetch_or`), push the waiter and drain once, so a
 //!   permit released between our load and the `fetch_or` (its releaser saw no flag and took
 //!   no lock) is not stranded.
-//! * **Grant / withdraw:** a waiter's fate is written under the lock exactly once: `GRANTED`
-//!   by a drain (it now owns a permit) or `WITHDRAWN` by the waiter itself (deadline passed,
-//!   future dropped). A waiter that comes to withdraw and finds `GRANTED` keeps the permit
-//!   (sync: returns it as a success; async drop: releases it, which passes it on).
+//! * **Waiters live in a slab.** A queued caller owns one slot of a `Vec` under the lock,
+//!   addressed by index and generation ([`WaitKey`]); the FIFO is a doubly linked list
+//!   threaded through the slots by index, so a withdrawal unlinks in O(1) and leaves no
+//!   tombstone. Freed slots are reused, so after warm-up a wait allocates nothing; once no
+//!   slot is in use the slab is emptied, and its memory returned if a storm grew it.
+//! * **Grant / withdraw:** a waiter's fate is written under the lock exactly once: `Granted`
+//!   by a drain (it now owns a permit), `Closed` by `close`, or withdrawn by the waiter
+//!   itself (deadline passed, future dropped), which frees its slot. A waiter that comes to
+//!   withdraw and finds `Granted` keeps the permit (sync: returns it as a success; async
+//!   drop: releases it, which passes it on). Only the owner frees its slot.
+//! * **Wake after unlock:** a drain collects the wakers (thread handles or task wakers) of
+//!   the waiters it granted and calls them after releasing the lock. A task's waker is
+//!   stored in its slot under the lock, so "register, then check" is one critical section:
+//!   a grant either happened before the check (the poll sees it) or wakes the new waker.
+//! * **Close:** under the lock, `fetch_or(CLOSED | WAITERS)`, then every queued waiter is
+//!   marked `Closed` and woken. `WAITERS` stays set, so every later release takes the lock;
+//!   the release that leaves no call in flight completes the drain waiters.
 //!
 //! # Synchronizes-with pairs
 //!
@@ -47,9 +63,11 @@
 //!    `try_acquire` or in `drain`: the previous holder's work happens-before the next one's.
 //!    The `fetch_or`/`fetch_and` on `WAITERS` and the limit CAS are read-modify-writes, so
 //!    they continue that release sequence instead of breaking it.
-//! 2. `drain`'s store of `GRANTED` (Release) → the waiter's load of its state (Acquire):
-//!    chained with (1), the releaser's work happens-before the woken waiter's.
-//! 3. Everything else about the queue is ordered by the queue mutex.
+//! 2. The drain that grants a waiter does so under the queue lock, after its Acquire CAS;
+//!    the waiter reads its slot under the same lock: chained with (1), the releaser's work
+//!    happens-before the woken waiter's.
+//! 3. Everything else about the queue (slots, wakers, `CLOSED` as read by the slow paths) is
+//!    ordered by the queue mutex.
 //!
 //! # The harmless race
 //!
@@ -58,22 +76,19 @@
 //! refuse while `WAITERS` is set, and the releaser (or whoever holds the lock first) drains
 //! it to the oldest waiter. Metrics read in that window see one available permit.
 
-use core::time::Duration;
-use std::collections::VecDeque;
 use std::task::Waker;
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{
-    Arc, AtomicU64, AtomicU8, AtomicUsize, AtomicWaker, Clock, Mutex, Ordering, Thread,
-};
+use crate::sync::{AtomicU64, AtomicUsize, Clock, Mutex, MutexGuard, Ordering, Thread};
 
 const WAITERS: u64 = 1;
 const LIMIT_SHIFT: u32 = 1;
 const LIMIT_BITS: u32 = 30;
 const LIMIT_MASK: u64 = ((1 << LIMIT_BITS) - 1) << LIMIT_SHIFT;
 const LISTENERS: u64 = 1 << 31;
-const AVAILABLE_SHIFT: u32 = 32;
+const CLOSED: u64 = 1 << 32;
+const AVAILABLE_SHIFT: u32 = 33;
 const ONE_PERMIT: u64 = 1 << AVAILABLE_SHIFT;
 
 /// The largest limit the state word can hold: 2^30 − 1.
@@ -87,14 +102,15 @@ impl Word {
     fn encode(available: i64, limit: usize, flags: u64) -> Word {
         debug_assert!(limit <= MAX_PERMITS);
         debug_assert!(available >= -(MAX_PERMITS as i64) && available <= MAX_PERMITS as i64);
-        // `available` is stored two's complement in the top half; the casts are exact.
+        // `available` is stored two's complement in bits 33..=63 (31 bits hold ±(2^30 − 1));
+        // the arithmetic shift in `available()` restores the sign.
         Word(((available as u64) << AVAILABLE_SHIFT) | ((limit as u64) << LIMIT_SHIFT) | flags)
     }
 
     /// Free permits; negative while a shrink's debt is unpaid.
     #[inline]
     pub(crate) fn available(self) -> i64 {
-        // Arithmetic shift: keeps the sign of the top half.
+        // Arithmetic shift: keeps the sign of the top bits.
         (self.0 as i64) >> AVAILABLE_SHIFT
     }
 
@@ -110,17 +126,24 @@ impl Word {
         self.0 & LISTENERS != 0
     }
 
+    /// Whether [`Semaphore::close`] ran.
+    #[inline]
+    pub(crate) fn is_closed(self) -> bool {
+        self.0 & CLOSED != 0
+    }
+
     #[inline]
     fn has_waiters(self) -> bool {
         self.0 & WAITERS != 0
     }
 
-    /// A permit is free for a newcomer: nobody queued and `available > 0`.
+    /// A permit is free for a newcomer: open, nobody queued and `available > 0`.
     #[inline]
     fn admits_newcomer(self) -> bool {
-        // `WAITERS` clear and available ≥ 1, in one signed comparison: with the flag clear,
-        // the word is ≥ ONE_PERMIT exactly when the top half is ≥ 1.
-        self.0 & WAITERS == 0 && (self.0 as i64) >= ONE_PERMIT as i64
+        // `WAITERS` and `CLOSED` clear and available ≥ 1, in one mask and one signed
+        // comparison: with `CLOSED` clear, the word is ≥ ONE_PERMIT exactly when the top
+        // bits are ≥ 1.
+        self.0 & (WAITERS | CLOSED) == 0 && (self.0 as i64) >= ONE_PERMIT as i64
     }
 
     /// Calls in flight: `limit - available`, never negative.
@@ -131,85 +154,289 @@ impl Word {
     }
 }
 
-const WAITING: u8 = 0;
-const GRANTED: u8 = 1;
-const WITHDRAWN: u8 = 2;
-
-/// How a queued waiter is woken.
+/// How a waiter is woken.
 #[derive(Debug)]
-enum Wake {
+pub(crate) enum Wake {
     Thread(Thread),
-    Task(AtomicWaker),
+    Task(Waker),
 }
 
-/// One queued caller, shared between the caller and the queue.
-#[derive(Debug)]
-pub(crate) struct Waiter {
-    /// `WAITING`, then exactly one of `GRANTED` / `WITHDRAWN`, always written under the
-    /// queue lock.
-    state: AtomicU8,
-    wake: Wake,
-}
-
-impl Waiter {
-    /// A waiter for the current thread (sync acquire).
-    pub(crate) fn thread() -> Arc<Waiter> {
-        Arc::new(Waiter {
-            state: AtomicU8::new(WAITING),
-            wake: Wake::Thread(crate::sync::current_thread()),
-        })
-    }
-
-    /// A waiter for an async task, its waker registered before it is queued.
-    pub(crate) fn task(waker: &Waker) -> Arc<Waiter> {
-        let atomic = AtomicWaker::new();
-        atomic.register(waker);
-        Arc::new(Waiter { state: AtomicU8::new(WAITING), wake: Wake::Task(atomic) })
-    }
-
-    /// Re-registers the task's current waker (a no-op for thread waiters).
-    pub(crate) fn register(&self, waker: &Waker) {
-        if let Wake::Task(atomic) = &self.wake {
-            atomic.register(waker);
-        }
-    }
-
-    /// Whether a drain has granted this waiter a permit.
-    #[inline]
-    pub(crate) fn is_granted(&self) -> bool {
-        // Ordering: Acquire — pairs with the Release store of GRANTED in `drain`, so the
-        // previous holder's work happens-before ours once we see the grant.
-        self.state.load(Ordering::Acquire) == GRANTED
-    }
-
-    fn wake(&self) {
-        match &self.wake {
+impl Wake {
+    fn wake(self) {
+        match self {
             Wake::Thread(thread) => thread.unpark(),
-            Wake::Task(atomic) => atomic.wake(),
+            Wake::Task(waker) => waker.wake(),
         }
     }
 }
 
-/// The waiter queue, guarded by the semaphore's mutex.
+/// Who is about to wait: the calling thread, or the task whose waker this is. A `Wake` is
+/// built from it only if the caller is really queued.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Waiter<'a> {
+    Thread,
+    Task(&'a Waker),
+}
+
+impl Waiter<'_> {
+    fn to_wake(self) -> Wake {
+        match self {
+            Waiter::Thread => Wake::Thread(crate::sync::current_thread()),
+            Waiter::Task(waker) => Wake::Task(waker.clone()),
+        }
+    }
+}
+
+/// Wakers collected under the queue lock and called after it is released, so a woken
+/// waiter never finds the lock still held by its waker.
 #[derive(Debug, Default)]
+struct WakeList {
+    wakes: [Option<Wake>; WakeList::CAPACITY],
+    len: usize,
+}
+
+impl WakeList {
+    const CAPACITY: usize = 8;
+
+    fn is_full(&self) -> bool {
+        self.len == Self::CAPACITY
+    }
+
+    fn push(&mut self, wake: Option<Wake>) {
+        debug_assert!(!self.is_full());
+        if let Some(wake) = wake {
+            self.wakes[self.len] = Some(wake);
+            self.len += 1;
+        }
+    }
+
+    /// Drops the last wake pushed without calling it (the caller's own, found granted).
+    fn discard_last(&mut self) {
+        if self.len > 0 {
+            self.len -= 1;
+            self.wakes[self.len] = None;
+        }
+    }
+
+    fn wake_all(&mut self) {
+        for wake in self.wakes[..self.len].iter_mut() {
+            if let Some(wake) = wake.take() {
+                wake.wake();
+            }
+        }
+        self.len = 0;
+    }
+}
+
+impl Drop for WakeList {
+    fn drop(&mut self) {
+        // Only reached with wakes left if a panic unwound past `wake_all`: deliver them.
+        self.wake_all();
+    }
+}
+
+/// A slot's index and generation: the waiter's handle to its place in the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WaitKey {
+    index: u32,
+    generation: u32,
+}
+
+/// The life of a slot. Only its owner (the waiter) frees it, so a key never outlives its
+/// slot; the generation turns a misuse into a panic instead of a silent mix-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotState {
+    /// On the free list.
+    Free,
+    /// In the FIFO waiter list, waiting for a permit.
+    Queued,
+    /// In the drain list, waiting for a closed bulkhead to have no call in flight.
+    DrainWait,
+    /// Out of every list: a drain gave it a permit, which its owner now holds.
+    Granted,
+    /// Out of every list: `close` refused it.
+    Closed,
+    /// Out of every list: the bulkhead closed and drained.
+    Drained,
+}
+
+/// What a finished wait ended with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// The waiter owns a permit.
+    Granted,
+    /// The bulkhead closed while the waiter was queued: no permit.
+    Closed,
+    /// A drain wait: the bulkhead is closed and no call is in flight.
+    Drained,
+}
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Debug)]
+struct Slot {
+    generation: u32,
+    state: SlotState,
+    prev: u32,
+    next: u32,
+    wake: Option<Wake>,
+}
+
+/// A doubly linked list threaded through the slab by index.
+#[derive(Clone, Copy, Debug)]
+struct List {
+    head: u32,
+    tail: u32,
+}
+
+impl List {
+    const EMPTY: List = List { head: NIL, tail: NIL };
+}
+
+/// The waiter queue: a slab of slots reused after warm-up (no allocation per waiter), the
+/// FIFO of queued waiters and the list of drain waiters threaded through it. Guarded by
+/// the semaphore's mutex.
+#[derive(Debug)]
 struct Queue {
-    /// FIFO; may hold withdrawn entries (tombstones), skipped by `drain` and compacted away.
-    waiters: VecDeque<Arc<Waiter>>,
-    /// Live (`WAITING`) entries in `waiters`.
+    slots: Vec<Slot>,
+    /// Head of the free list (threaded through `next`).
+    free: u32,
+    waiters: List,
+    drainers: List,
+    /// Slots in `waiters`.
     live: usize,
+    /// Slots not on the free list.
+    in_use: usize,
 }
 
 impl Queue {
-    /// Capacity an empty queue keeps: enough for ordinary bursts without reallocating.
+    /// Slots an empty queue keeps: enough for ordinary bursts without reallocating.
     const RETAINED_CAPACITY: usize = 64;
 
-    /// Empties the queue (only tombstones are left). After a storm of waiters, gives the
-    /// memory back instead of keeping the peak size for the life of the bulkhead.
-    fn reset(&mut self) {
-        if self.waiters.capacity() > Self::RETAINED_CAPACITY {
-            self.waiters = VecDeque::new();
+    const fn new() -> Queue {
+        Queue {
+            slots: Vec::new(),
+            free: NIL,
+            waiters: List::EMPTY,
+            drainers: List::EMPTY,
+            live: 0,
+            in_use: 0,
+        }
+    }
+
+    fn slot(&mut self, key: WaitKey) -> &mut Slot {
+        let slot = &mut self.slots[key.index as usize];
+        assert!(
+            slot.generation == key.generation && slot.state != SlotState::Free,
+            "a bulkhead wait key outlived its slot"
+        );
+        slot
+    }
+
+    /// Takes a slot (from the free list, or a new one) in `state`, linked at the back of
+    /// `waiters` or `drainers`.
+    fn alloc(&mut self, state: SlotState, wake: Wake) -> WaitKey {
+        let index = if self.free != NIL {
+            let index = self.free;
+            let slot = &mut self.slots[index as usize];
+            self.free = slot.next;
+            slot.generation = slot.generation.wrapping_add(1);
+            slot.state = state;
+            slot.wake = Some(wake);
+            index
         } else {
-            self.waiters.clear();
+            let index = u32::try_from(self.slots.len())
+                .ok()
+                .filter(|&i| i != NIL)
+                .expect("more than 2^32 - 1 waiters on one bulkhead");
+            self.slots.push(Slot { generation: 0, state, prev: NIL, next: NIL, wake: Some(wake) });
+            index
+        };
+        self.in_use += 1;
+        match state {
+            SlotState::Queued => {
+                self.link_back(true, index);
+                self.live += 1;
+            }
+            SlotState::DrainWait => self.link_back(false, index),
+            _ => unreachable!("a new slot waits in a list"),
+        }
+        WaitKey { index, generation: self.slots[index as usize].generation }
+    }
+
+    fn list(&mut self, waiters: bool) -> &mut List {
+        if waiters {
+            &mut self.waiters
+        } else {
+            &mut self.drainers
+        }
+    }
+
+    fn link_back(&mut self, waiters: bool, index: u32) {
+        let tail = self.list(waiters).tail;
+        {
+            let slot = &mut self.slots[index as usize];
+            slot.prev = tail;
+            slot.next = NIL;
+        }
+        if tail == NIL {
+            self.list(waiters).head = index;
+        } else {
+            self.slots[tail as usize].next = index;
+        }
+        self.list(waiters).tail = index;
+    }
+
+    fn unlink(&mut self, waiters: bool, index: u32) {
+        let (prev, next) = {
+            let slot = &self.slots[index as usize];
+            (slot.prev, slot.next)
+        };
+        if prev == NIL {
+            self.list(waiters).head = next;
+        } else {
+            self.slots[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.list(waiters).tail = prev;
+        } else {
+            self.slots[next as usize].prev = prev;
+        }
+        if waiters {
+            self.live -= 1;
+        }
+    }
+
+    /// Takes the first slot of a list out of it, sets its final `state` and returns its
+    /// wake, or `None` if the list is empty.
+    fn pop_front(&mut self, waiters: bool, state: SlotState) -> Option<Option<Wake>> {
+        let index = self.list(waiters).head;
+        if index == NIL {
+            return None;
+        }
+        self.unlink(waiters, index);
+        let slot = &mut self.slots[index as usize];
+        slot.state = state;
+        Some(slot.wake.take())
+    }
+
+    /// Returns a slot to the free list. Once no slot is in use, the slab is emptied, and
+    /// its memory given back if a storm of waiters grew it past `RETAINED_CAPACITY`.
+    fn free(&mut self, key: WaitKey) {
+        let slot = self.slot(key);
+        slot.state = SlotState::Free;
+        slot.wake = None;
+        self.in_use -= 1;
+        if self.in_use == 0 {
+            if self.slots.capacity() > Self::RETAINED_CAPACITY {
+                self.slots = Vec::new();
+            } else {
+                self.slots.clear();
+            }
+            self.free = NIL;
+        } else {
+            self.slots[key.index as usize].next = self.free;
+            self.free = key.index;
         }
     }
 }
@@ -219,10 +446,12 @@ impl Queue {
 pub(crate) enum Enqueued {
     /// A permit was free under the lock: the caller owns it and was not queued.
     Acquired,
-    /// The caller is queued; wait for its grant, or withdraw.
-    Queued,
+    /// The caller is queued; wait for its outcome ([`Semaphore::poll_wait`]), or withdraw.
+    Queued(WaitKey),
     /// The queue is at its cap; the caller was not queued.
     TooManyWaiting,
+    /// The semaphore is closed; the caller was not queued.
+    Closed,
 }
 
 /// The counting semaphore under every bulkhead.
@@ -243,7 +472,7 @@ impl Semaphore {
     pub(crate) fn new(limit: usize) -> Semaphore {
         Semaphore {
             state: CachePadded::new(AtomicU64::new(Word::encode(limit as i64, limit, 0).0)),
-            queue: Mutex::new(Queue::default()),
+            queue: Mutex::new(Queue::new()),
             waiting: AtomicUsize::new(0),
             clock: Clock::new(),
         }
@@ -266,7 +495,8 @@ impl Semaphore {
     /// Takes a permit if one is free for a newcomer. On failure returns the word it saw.
     ///
     /// A rejection is exactly one atomic load. Fails only when no permit is free for a
-    /// newcomer, never because another thread changed the word first.
+    /// newcomer (or the semaphore is closed), never because another thread changed the
+    /// word first.
     #[inline]
     pub(crate) fn try_acquire(&self) -> Result<Word, Word> {
         // Ordering: Relaxed — a rejection consumes nothing; a success is decided (and
@@ -308,30 +538,54 @@ impl Semaphore {
     #[cold]
     #[inline(never)]
     fn release_slow(&self) {
-        let mut queue = self.queue.lock();
-        self.drain(&mut queue);
+        let mut wakes = WakeList::default();
+        self.drain_and_wake(self.queue.lock(), &mut wakes);
     }
 
-    /// Under the lock: hands free permits to the oldest live waiters, drops tombstones from
-    /// the front, and clears `WAITERS` once no live waiter is left.
-    fn drain(&self, queue: &mut Queue) {
+    /// Drains under `queue`, then wakes whom the drain granted after unlocking, as many
+    /// rounds as the wake list needs.
+    fn drain_and_wake<'a>(&'a self, mut queue: MutexGuard<'a, Queue>, wakes: &mut WakeList) {
+        while self.drain(&mut queue, wakes) {
+            drop(queue);
+            wakes.wake_all();
+            queue = self.queue.lock();
+        }
+        drop(queue);
+        wakes.wake_all();
+    }
+
+    /// Under the lock: hands free permits to the oldest queued waiters (their wakes go to
+    /// `wakes`), and once no waiter is left clears `WAITERS` (open) or, closed and with no
+    /// call in flight, completes the drain waiters. Returns `true` if it stopped because
+    /// `wakes` is full, with work left.
+    fn drain(&self, queue: &mut Queue, wakes: &mut WakeList) -> bool {
         loop {
-            while queue.waiters.front().is_some_and(|w| {
-                // Ordering: Relaxed — waiter states are written under the lock we hold.
-                w.state.load(Ordering::Relaxed) != WAITING
-            }) {
-                queue.waiters.pop_front();
-            }
             if queue.live == 0 {
-                queue.reset();
-                self.clear_waiters_flag();
-                return;
+                // `close` sets CLOSED under this lock, so this load sees it if it happened.
+                let word = self.load();
+                if !word.is_closed() {
+                    self.clear_waiters_flag();
+                    return false;
+                }
+                if word.in_flight() > 0 {
+                    return false;
+                }
+                while !wakes.is_full() {
+                    match queue.pop_front(false, SlotState::Drained) {
+                        Some(wake) => wakes.push(wake),
+                        None => return false,
+                    }
+                }
+                return queue.drainers.head != NIL;
+            }
+            if wakes.is_full() {
+                return true;
             }
             // Ordering: Relaxed — only feeds the CAS below, which acquires.
             let mut word = Word(self.state.load(Ordering::Relaxed));
             loop {
                 if word.available() <= 0 {
-                    return;
+                    return false;
                 }
                 // Ordering: Acquire on success — pairs with the Release `fetch_add` of the
                 // release that freed this permit (pair 1). Relaxed on failure: retry only.
@@ -345,16 +599,11 @@ impl Semaphore {
                     Err(actual) => word = Word(actual),
                 }
             }
-            let Some(waiter) = queue.waiters.pop_front() else {
-                unreachable!("live > 0 and the front is live");
+            let Some(wake) = queue.pop_front(true, SlotState::Granted) else {
+                unreachable!("live > 0, so the waiter list is not empty");
             };
-            queue.live -= 1;
             self.publish_waiting(queue);
-            // Ordering: Release — pairs with the Acquire load in `Waiter::is_granted`, so the
-            // waiter sees the releaser's work (chained through the CAS above).
-            waiter.state.store(GRANTED, Ordering::Release);
-            // Waking under the lock is fine: a woken waiter checks its state without the lock.
-            waiter.wake();
+            wakes.push(wake);
         }
     }
 
@@ -372,11 +621,14 @@ impl Semaphore {
     }
 
     /// The slow acquire: under the lock, takes a free permit if nobody is queued, otherwise
-    /// queues `waiter` (unless `max_waiting` live waiters are already queued).
-    pub(crate) fn enqueue(&self, waiter: &Arc<Waiter>, max_waiting: Option<usize>) -> Enqueued {
+    /// queues `waiter` (unless `max_waiting` live waiters are already queued, or closed).
+    pub(crate) fn enqueue(&self, waiter: Waiter<'_>, max_waiting: Option<usize>) -> Enqueued {
         let mut queue = self.queue.lock();
-        if self.try_acquire().is_ok() {
-            return Enqueued::Acquired;
+        match self.try_acquire() {
+            Ok(_) => return Enqueued::Acquired,
+            // `close` sets CLOSED under this lock, so the load in `try_acquire` sees it.
+            Err(word) if word.is_closed() => return Enqueued::Closed,
+            Err(_) => {}
         }
         if max_waiting.is_some_and(|max| queue.live >= max) {
             return Enqueued::TooManyWaiting;
@@ -386,47 +638,125 @@ impl Semaphore {
         // totally ordered with every release's `fetch_add`: a release either comes before it
         // (its permit is in `available`, which the drain below finds) or sees the flag.
         self.state.fetch_or(WAITERS, Ordering::Relaxed);
-        queue.waiters.push_back(Arc::clone(waiter));
-        queue.live += 1;
+        let key = queue.alloc(SlotState::Queued, waiter.to_wake());
         self.publish_waiting(&queue);
-        self.drain(&mut queue);
-        if waiter.is_granted() {
+        let mut wakes = WakeList::default();
+        let more = self.drain(&mut queue, &mut wakes);
+        let granted = queue.slot(key).state == SlotState::Granted;
+        if granted {
+            // We are last in line, so our own wake was the last one the drain collected.
+            wakes.discard_last();
+            queue.free(key);
+        }
+        if more {
+            self.drain_and_wake(queue, &mut wakes);
+        } else {
+            drop(queue);
+            wakes.wake_all();
+        }
+        if granted {
             Enqueued::Acquired
         } else {
-            Enqueued::Queued
+            Enqueued::Queued(key)
         }
     }
 
-    /// Withdraws a queued waiter (deadline passed, future dropped). Returns `true` when the
-    /// waiter had already been granted a permit, which it then owns.
-    pub(crate) fn withdraw(&self, waiter: &Waiter) -> bool {
+    /// Checks a queued wait. `None`: still waiting (`waker`, if given, replaces the task's
+    /// registered waker unless it would wake the same task). `Some`: the wait is over and its
+    /// slot freed; `Outcome::Granted` means the caller owns a permit.
+    pub(crate) fn poll_wait(&self, key: WaitKey, waker: Option<&Waker>) -> Option<Outcome> {
         let mut queue = self.queue.lock();
-        // Ordering: Relaxed — written under the lock we hold; the caller that keeps a
-        // granted permit re-reads with Acquire through `is_granted` if it needs to.
-        match waiter.state.load(Ordering::Relaxed) {
-            GRANTED => {
-                // Re-read with Acquire so the new owner sees the previous holder's work.
-                let granted = waiter.is_granted();
-                debug_assert!(granted);
-                true
-            }
-            WAITING => {
-                // Ordering: Relaxed — read only under the lock.
-                waiter.state.store(WITHDRAWN, Ordering::Relaxed);
-                queue.live -= 1;
-                self.publish_waiting(&queue);
-                if queue.live == 0 {
-                    queue.reset();
-                    self.clear_waiters_flag();
-                } else if queue.waiters.len() > 2 * queue.live + 16 {
-                    // Tombstones are dropped lazily; compact when they dominate, so a storm of
-                    // timeouts behind one long waiter cannot grow the queue without bound.
-                    queue.waiters.retain(|w| w.state.load(Ordering::Relaxed) == WAITING);
+        let slot = queue.slot(key);
+        let outcome = match slot.state {
+            SlotState::Queued | SlotState::DrainWait => {
+                // Registered under the lock that every grant takes: a grant either happened
+                // before (and we return it above) or will wake this waker.
+                if let Some(waker) = waker {
+                    match &mut slot.wake {
+                        Some(Wake::Task(current)) if current.will_wake(waker) => {}
+                        wake => *wake = Some(Wake::Task(waker.clone())),
+                    }
                 }
-                false
+                return None;
             }
-            _ => unreachable!("a waiter withdraws at most once"),
+            SlotState::Granted => Outcome::Granted,
+            SlotState::Closed => Outcome::Closed,
+            SlotState::Drained => Outcome::Drained,
+            SlotState::Free => unreachable!("checked by `Queue::slot`"),
+        };
+        queue.free(key);
+        Some(outcome)
+    }
+
+    /// Ends a wait early (deadline passed, future dropped). `None`: the waiter left the
+    /// queue. `Some`: the wait had already ended (decided under the same lock); with
+    /// `Outcome::Granted` the caller owns a permit and must use or release it.
+    pub(crate) fn withdraw(&self, key: WaitKey) -> Option<Outcome> {
+        let mut queue = self.queue.lock();
+        let outcome = match queue.slot(key).state {
+            SlotState::Queued => {
+                queue.unlink(true, key.index);
+                self.publish_waiting(&queue);
+                if queue.live == 0 && !self.load().is_closed() {
+                    self.clear_waiters_flag();
+                }
+                None
+            }
+            SlotState::DrainWait => {
+                queue.unlink(false, key.index);
+                None
+            }
+            SlotState::Granted => Some(Outcome::Granted),
+            SlotState::Closed => Some(Outcome::Closed),
+            SlotState::Drained => Some(Outcome::Drained),
+            SlotState::Free => unreachable!("checked by `Queue::slot`"),
+        };
+        queue.free(key);
+        outcome
+    }
+
+    /// Closes the semaphore: from now on every acquire is refused, every queued waiter is
+    /// refused and woken, and releases complete the drain waiters once no call is in flight.
+    /// Returns `false` if it was already closed.
+    pub(crate) fn close(&self) -> bool {
+        let mut queue = self.queue.lock();
+        // Ordering: Relaxed — publishes nothing: every reader that acts on CLOSED either
+        // reads it under the queue lock we hold (enqueue, drain, withdraw) or only refuses
+        // (fast paths). WAITERS stays set from now on, so every release takes the lock and
+        // can complete the drain.
+        let prev = Word(self.state.fetch_or(CLOSED | WAITERS, Ordering::Relaxed));
+        if prev.is_closed() {
+            return false;
         }
+        let mut wakes = WakeList::default();
+        loop {
+            while !wakes.is_full() {
+                match queue.pop_front(true, SlotState::Closed) {
+                    Some(wake) => wakes.push(wake),
+                    None => break,
+                }
+            }
+            self.publish_waiting(&queue);
+            if queue.live == 0 {
+                break;
+            }
+            drop(queue);
+            wakes.wake_all();
+            queue = self.queue.lock();
+        }
+        self.drain_and_wake(queue, &mut wakes);
+        true
+    }
+
+    /// Waits for the semaphore to be closed with no call in flight: `None` if it already
+    /// is, otherwise the key of a drain wait to poll or withdraw.
+    pub(crate) fn wait_drained(&self, waiter: Waiter<'_>) -> Option<WaitKey> {
+        let mut queue = self.queue.lock();
+        let word = self.load();
+        if word.is_closed() && word.in_flight() == 0 {
+            return None;
+        }
+        Some(queue.alloc(SlotState::DrainWait, waiter.to_wake()))
     }
 
     /// Sets a new limit. Never waits for permits: growth adds free permits and serves
@@ -437,7 +767,8 @@ impl Semaphore {
         let mut word = Word(self.state.load(Ordering::Relaxed));
         let new = loop {
             let delta = limit as i64 - word.limit() as i64;
-            let new = Word::encode(word.available() + delta, limit, word.0 & (WAITERS | LISTENERS));
+            let flags = word.0 & (WAITERS | LISTENERS | CLOSED);
+            let new = Word::encode(word.available() + delta, limit, flags);
             // Ordering: AcqRel on success — Release so a caller admitted by the new permits
             // (its acquire CAS reads this value) also sees the configuration written before
             // this call; Acquire to build on the latest releases. Relaxed on failure: retry.
@@ -466,15 +797,6 @@ impl Semaphore {
         } else {
             self.state.fetch_and(!LISTENERS, Ordering::Release);
         }
-    }
-
-    /// Clock helper: a deadline `wait` after `start`, `None` if unbounded.
-    pub(crate) fn deadline(
-        &self,
-        start: crate::sync::Instant,
-        wait: Duration,
-    ) -> Option<crate::sync::Instant> {
-        self.clock.deadline(start, wait)
     }
 }
 
@@ -511,5 +833,49 @@ mod tests {
         assert!(!Word::encode(-1, 1, 0).admits_newcomer());
         assert!(!Word::encode(1, 1, WAITERS).admits_newcomer());
         assert!(Word::encode(1, 1, LISTENERS).admits_newcomer());
+        assert!(!Word::encode(1, 1, CLOSED).admits_newcomer());
+        assert!(!Word::encode(MAX_PERMITS as i64, MAX_PERMITS, CLOSED).admits_newcomer());
+    }
+
+    #[test]
+    fn closed_flag_survives_permit_arithmetic() {
+        let w = Word::encode(-1, 3, CLOSED | WAITERS);
+        assert!(w.is_closed());
+        let up = Word(w.0.wrapping_add(ONE_PERMIT * 2));
+        assert!(up.is_closed());
+        assert_eq!((up.available(), up.limit(), up.in_flight()), (1, 3, 2));
+        let down = Word(Word::encode(-(MAX_PERMITS as i64), MAX_PERMITS, 0).0);
+        assert!(!down.is_closed());
+        assert_eq!(down.available(), -(MAX_PERMITS as i64));
+    }
+
+    #[test]
+    fn slab_reuses_slots_and_frees_after_a_storm() {
+        let mut queue = Queue::new();
+        let wake = || Wake::Task(futures_noop_waker());
+        let keys: Vec<_> = (0..100).map(|_| queue.alloc(SlotState::Queued, wake())).collect();
+        assert_eq!((queue.live, queue.in_use), (100, 100));
+        for key in &keys[..99] {
+            queue.unlink(true, key.index);
+            queue.free(*key);
+        }
+        assert_eq!(queue.waiters.head, keys[99].index);
+        assert!(queue.slots.capacity() >= 100, "the last waiter keeps the slab");
+        let again = queue.alloc(SlotState::Queued, wake());
+        assert!(again.index < 99, "a freed slot is reused");
+        assert_ne!(again, keys[again.index as usize], "with a new generation");
+        for key in [keys[99], again] {
+            queue.unlink(true, key.index);
+            queue.free(key);
+        }
+        assert_eq!((queue.live, queue.in_use, queue.slots.capacity()), (0, 0, 0));
+    }
+
+    fn futures_noop_waker() -> Waker {
+        struct Noop;
+        impl std::task::Wake for Noop {
+            fn wake(self: std::sync::Arc<Self>) {}
+        }
+        Waker::from(std::sync::Arc::new(Noop))
     }
 }

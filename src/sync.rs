@@ -21,11 +21,11 @@ pub(crate) use core::sync::atomic::Ordering;
 
 #[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
 mod imp {
-    pub(crate) use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize};
-    pub(crate) use std::sync::Arc;
+    pub(crate) use core::sync::atomic::{AtomicU64, AtomicUsize};
     pub(crate) use std::thread::{current as current_thread, Thread};
 
-    pub(crate) use atomic_waker::AtomicWaker;
+    /// The guard of [`Mutex`].
+    pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
 
     /// A mutex without poisoning (parking_lot's), so `lock` needs no `unwrap`.
     #[derive(Debug, Default)]
@@ -90,28 +90,26 @@ mod imp {
         pub(crate) fn since(&self, start: Instant) -> core::time::Duration {
             start.elapsed()
         }
+
+        /// The time from `start` to `end` (zero if `end` is earlier).
+        #[inline]
+        pub(crate) fn between(&self, start: Instant, end: Instant) -> core::time::Duration {
+            end.saturating_duration_since(start)
+        }
     }
 }
 
 #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
 mod imp {
     #[cfg(bulkhead_loom)]
-    pub(crate) use loom::{
-        sync::atomic::{AtomicU64, AtomicU8, AtomicUsize},
-        sync::Arc,
-    };
+    pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize};
     #[cfg(bulkhead_loom)]
     pub(crate) use parker::{current_thread, park, Thread};
     #[cfg(bulkhead_shuttle)]
     pub(crate) use shuttle::{
-        sync::atomic::{AtomicU64, AtomicU8, AtomicUsize},
-        sync::Arc,
+        sync::atomic::{AtomicU64, AtomicUsize},
         thread::{current as current_thread, park, Thread},
     };
-    // shuttle runs one task at a time and treats every access as SeqCst, so the real
-    // AtomicWaker is sound there; it is simply not a scheduling point.
-    #[cfg(bulkhead_shuttle)]
-    pub(crate) use atomic_waker::AtomicWaker;
 
     /// Thread parking for loom, built on a per-thread `loom::sync::Notify`.
     ///
@@ -149,32 +147,6 @@ mod imp {
         }
     }
 
-    /// loom's `AtomicWaker`, with atomic-waker's `register(&Waker)` signature.
-    #[cfg(bulkhead_loom)]
-    pub(crate) struct AtomicWaker(loom::future::AtomicWaker);
-
-    #[cfg(bulkhead_loom)]
-    impl AtomicWaker {
-        pub(crate) fn new() -> Self {
-            AtomicWaker(loom::future::AtomicWaker::new())
-        }
-
-        pub(crate) fn register(&self, waker: &std::task::Waker) {
-            self.0.register_by_ref(waker);
-        }
-
-        pub(crate) fn wake(&self) {
-            self.0.wake();
-        }
-    }
-
-    #[cfg(bulkhead_loom)]
-    impl core::fmt::Debug for AtomicWaker {
-        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-            f.write_str("AtomicWaker")
-        }
-    }
-
     #[cfg(bulkhead_loom)]
     type InnerMutex<T> = loom::sync::Mutex<T>;
     #[cfg(bulkhead_shuttle)]
@@ -183,6 +155,8 @@ mod imp {
     type InnerGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
     #[cfg(bulkhead_shuttle)]
     type InnerGuard<'a, T> = shuttle::sync::MutexGuard<'a, T>;
+    /// The guard of [`Mutex`].
+    pub(crate) type MutexGuard<'a, T> = InnerGuard<'a, T>;
 
     /// The model checker's mutex with poisoning adapted away, as on the std side.
     #[derive(Debug)]
@@ -248,6 +222,11 @@ mod imp {
 
         pub(crate) fn since(&self, start: Instant) -> core::time::Duration {
             core::time::Duration::from_nanos(self.now().saturating_sub(start))
+        }
+
+        /// The time from `start` to `end` (zero if `end` is earlier).
+        pub(crate) fn between(&self, start: Instant, end: Instant) -> core::time::Duration {
+            core::time::Duration::from_nanos(end.saturating_sub(start))
         }
 
         /// Moves the model clock to `to` (never backwards) and wakes every timed waiter.

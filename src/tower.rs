@@ -332,6 +332,7 @@ pin_project! {
     #[project = StateProj]
     enum State<S, Req, F> {
         Acquiring {
+            #[pin]
             acquire: AcquireOwned,
             service: Option<S>,
             request: Option<Req>,
@@ -360,7 +361,7 @@ where
                     if this.started.is_none() {
                         *this.started = this.observer.start();
                     }
-                    let acquired = ready!(Pin::new(acquire).poll(cx));
+                    let acquired = ready!(acquire.poll(cx));
                     this.observer.finish(*this.started, acquired.as_ref().map(|_| ()));
                     let permit = match acquired {
                         Ok(permit) => permit,

@@ -6,7 +6,6 @@
 
 use std::future::Future;
 use std::hint::black_box;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -165,8 +164,8 @@ fn async_fast_paths_allocate_nothing() {
     let bulkhead = Bulkhead::new("alloc-async", config(1, std::time::Duration::ZERO));
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     let (n, poll) = allocations_in(|| {
-        let mut fut = bulkhead.acquire_async();
-        match Pin::new(&mut fut).poll(&mut cx) {
+        let mut fut = std::pin::pin!(bulkhead.acquire_async());
+        match fut.as_mut().poll(&mut cx) {
             Poll::Ready(result) => result.map(drop),
             Poll::Pending => panic!("a free permit must be granted on the first poll"),
         }
@@ -176,8 +175,8 @@ fn async_fast_paths_allocate_nothing() {
 
     let _held = bulkhead.try_acquire().unwrap();
     let (n, poll) = allocations_in(|| {
-        let mut fut = bulkhead.acquire_async();
-        match Pin::new(&mut fut).poll(&mut cx) {
+        let mut fut = std::pin::pin!(bulkhead.acquire_async());
+        match fut.as_mut().poll(&mut cx) {
             Poll::Ready(result) => result.map(drop),
             Poll::Pending => panic!("a zero max wait must not queue"),
         }

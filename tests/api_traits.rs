@@ -49,23 +49,24 @@ fn permits_are_send_debug_and_not_clone() {
 }
 
 #[test]
-fn acquire_owned_async_future_is_send_static_and_unpin() {
+fn acquire_owned_async_future_is_send_and_static() {
     let bulkhead = Arc::new(Bulkhead::new("traits-owned-future", BulkheadConfig::default()));
     let fut = bulkhead.acquire_owned_async();
     send_static_future(&fut);
-    unpin::<AcquireOwned>();
     send::<AcquireOwned>();
     debug::<AcquireOwned>();
 }
 
 #[test]
-fn borrowed_async_futures_are_send_and_unpin() {
+fn borrowed_async_futures_are_send() {
     let bulkhead = Bulkhead::new("traits-futures", BulkheadConfig::default());
     send_future(&bulkhead.acquire_async());
     send_future(&bulkhead.call_async(async { 1 }));
     send_future(&bulkhead.acquire_async_with_sleep(|_| std::future::ready(())));
-    unpin::<Acquire<'static>>();
     debug::<Acquire<'static>>();
+    // Holds no timer: `Unpin`, so it can be polled with `Pin::new`.
+    send_future(&bulkhead.drained());
+    unpin::<bulkhead::Drained<'static>>();
 }
 
 #[test]

@@ -61,7 +61,7 @@ impl Future for GateSleep {
 fn acquire_async_when_free_is_ready_on_first_poll() {
     let bulkhead = Bulkhead::new("async-free", limit(2));
     let (counter, waker) = CountingWaker::new();
-    let mut fut = bulkhead.acquire_async();
+    let mut fut = Box::pin(bulkhead.acquire_async());
     let permit = match poll_once(&mut fut, &waker) {
         Poll::Ready(result) => result.expect("granted"),
         Poll::Pending => panic!("a free permit must be granted on the first poll"),
@@ -78,7 +78,7 @@ fn acquire_async_when_full_with_zero_wait_rejects_full() {
     let bulkhead = Bulkhead::new("async-zero-wait", limit(1));
     let _held = bulkhead.try_acquire().unwrap();
     let (_counter, waker) = CountingWaker::new();
-    let mut fut = bulkhead.acquire_async();
+    let mut fut = Box::pin(bulkhead.acquire_async());
     match poll_once(&mut fut, &waker) {
         Poll::Ready(Err(err)) => {
             assert_eq!(err.reason(), RejectReason::Full);
@@ -96,7 +96,7 @@ fn acquire_async_queued_is_woken_and_granted_on_release() {
     let bulkhead = Bulkhead::new("async-woken", limit_wait(1, LONG_WAIT));
     let held = bulkhead.try_acquire().unwrap();
     let (counter, waker) = CountingWaker::new();
-    let mut fut = bulkhead.acquire_async();
+    let mut fut = Box::pin(bulkhead.acquire_async());
     assert!(poll_once(&mut fut, &waker).is_pending());
     assert_metrics(bulkhead.metrics(), 0, 1, 1, 1);
     // A poll before the grant stays pending.
@@ -120,7 +120,7 @@ fn acquire_async_repolled_with_new_waker_wakes_the_new_one() {
     let held = bulkhead.try_acquire().unwrap();
     let (first, first_waker) = CountingWaker::new();
     let (second, second_waker) = CountingWaker::new();
-    let mut fut = bulkhead.acquire_async();
+    let mut fut = Box::pin(bulkhead.acquire_async());
     assert!(poll_once(&mut fut, &first_waker).is_pending());
     assert!(poll_once(&mut fut, &second_waker).is_pending());
     drop(held);
@@ -224,7 +224,7 @@ fn acquire_async_dropped_after_first_poll_leaves_queue() {
     let bulkhead = Bulkhead::new("async-drop-queued", limit_wait(2, LONG_WAIT));
     let held: Vec<_> = (0..2).map(|_| bulkhead.try_acquire().unwrap()).collect();
     let (_counter, waker) = CountingWaker::new();
-    let mut fut = bulkhead.acquire_async();
+    let mut fut = Box::pin(bulkhead.acquire_async());
     assert!(poll_once(&mut fut, &waker).is_pending());
     assert_metrics(bulkhead.metrics(), 0, 2, 2, 1);
     drop(fut);
@@ -242,7 +242,7 @@ fn acquire_owned_async_dropped_after_first_poll_leaves_queue() {
     let bulkhead = shared("async-owned-drop-queued", limit_wait(1, LONG_WAIT));
     let held = bulkhead.try_acquire().unwrap();
     let (_counter, waker) = CountingWaker::new();
-    let mut fut = bulkhead.acquire_owned_async();
+    let mut fut = Box::pin(bulkhead.acquire_owned_async());
     assert!(poll_once(&mut fut, &waker).is_pending());
     assert_eq!(bulkhead.metrics().waiting_calls(), 1);
     drop(fut);
@@ -269,9 +269,9 @@ fn acquire_async_granted_then_dropped_passes_permit_to_next_waiter() {
     let held = bulkhead.try_acquire().unwrap();
     let (a_counter, a_waker) = CountingWaker::new();
     let (b_counter, b_waker) = CountingWaker::new();
-    let mut a = bulkhead.acquire_async();
+    let mut a = Box::pin(bulkhead.acquire_async());
     assert!(poll_once(&mut a, &a_waker).is_pending());
-    let mut b = bulkhead.acquire_async();
+    let mut b = Box::pin(bulkhead.acquire_async());
     assert!(poll_once(&mut b, &b_waker).is_pending());
     assert_metrics(bulkhead.metrics(), 0, 1, 1, 2);
 
@@ -298,9 +298,9 @@ fn acquire_owned_async_granted_then_dropped_passes_permit_to_next_waiter() {
     let held = bulkhead.try_acquire().unwrap();
     let (_a_counter, a_waker) = CountingWaker::new();
     let (b_counter, b_waker) = CountingWaker::new();
-    let mut a = bulkhead.acquire_owned_async();
+    let mut a = Box::pin(bulkhead.acquire_owned_async());
     assert!(poll_once(&mut a, &a_waker).is_pending());
-    let mut b = bulkhead.acquire_owned_async();
+    let mut b = Box::pin(bulkhead.acquire_owned_async());
     assert!(poll_once(&mut b, &b_waker).is_pending());
     drop(held);
     drop(a);
@@ -321,7 +321,7 @@ fn acquire_async_granted_then_dropped_passes_permit_to_sync_waiter() {
         let bulkhead = shared("async-drop-to-sync", limit_wait(1, LONG_WAIT));
         let held = bulkhead.try_acquire().unwrap();
         let (_counter, waker) = CountingWaker::new();
-        let mut a = bulkhead.acquire_async();
+        let mut a = Box::pin(bulkhead.acquire_async());
         assert!(poll_once(&mut a, &waker).is_pending());
         let sync_waiter = {
             let bulkhead = Arc::clone(&bulkhead);
@@ -341,7 +341,7 @@ fn acquire_async_unbounded_wait_is_granted_on_release() {
     let bulkhead = Bulkhead::new("async-unbounded", limit_wait(1, Duration::MAX));
     let held = bulkhead.try_acquire().unwrap();
     let (counter, waker) = CountingWaker::new();
-    let mut fut = bulkhead.acquire_async();
+    let mut fut = Box::pin(bulkhead.acquire_async());
     assert!(poll_once(&mut fut, &waker).is_pending());
     drop(held);
     assert!(counter.wakes() >= 1);
@@ -392,14 +392,14 @@ fn acquire_async_with_sleep_when_sleep_fires_times_out() {
     let _held = bulkhead.try_acquire().unwrap();
     let made = Arc::new(Mutex::new(Vec::new()));
     let gate = Gate::default();
-    let mut fut = bulkhead.acquire_async_with_sleep({
+    let mut fut = Box::pin(bulkhead.acquire_async_with_sleep({
         let made = Arc::clone(&made);
         let gate = gate.clone();
         move |wait| {
             made.lock().unwrap().push(wait);
             gate.sleep()
         }
-    });
+    }));
     let (counter, waker) = CountingWaker::new();
     assert!(poll_once(&mut fut, &waker).is_pending());
     assert_eq!(*made.lock().unwrap(), [max_wait], "make_sleep gets the configured max wait");
@@ -424,10 +424,10 @@ fn acquire_async_with_sleep_granted_before_sleep_fires_drops_the_sleep() {
     let bulkhead = Bulkhead::new("async-sleep-granted", limit_wait(1, LONG_WAIT));
     let held = bulkhead.try_acquire().unwrap();
     let gate = Gate::default();
-    let mut fut = bulkhead.acquire_async_with_sleep({
+    let mut fut = Box::pin(bulkhead.acquire_async_with_sleep({
         let gate = gate.clone();
         move |_| gate.sleep()
-    });
+    }));
     let (counter, waker) = CountingWaker::new();
     assert!(poll_once(&mut fut, &waker).is_pending());
     assert_eq!(gate.live_sleeps(), 1);
@@ -450,13 +450,13 @@ fn acquire_async_with_sleep_unbounded_wait_never_makes_a_sleep() {
     let bulkhead = Bulkhead::new("async-sleep-unbounded", limit_wait(1, Duration::MAX));
     let held = bulkhead.try_acquire().unwrap();
     let made = Arc::new(Mutex::new(0));
-    let mut fut = bulkhead.acquire_async_with_sleep({
+    let mut fut = Box::pin(bulkhead.acquire_async_with_sleep({
         let made = Arc::clone(&made);
         move |_| {
             *made.lock().unwrap() += 1;
             std::future::ready(())
         }
-    });
+    }));
     let (_counter, waker) = CountingWaker::new();
     assert!(poll_once(&mut fut, &waker).is_pending());
     assert_eq!(*made.lock().unwrap(), 0);
@@ -469,10 +469,10 @@ fn acquire_async_with_sleep_dropped_while_queued_leaves_queue() {
     let bulkhead = Bulkhead::new("async-sleep-drop", limit_wait(1, LONG_WAIT));
     let held = bulkhead.try_acquire().unwrap();
     let gate = Gate::default();
-    let mut fut = bulkhead.acquire_async_with_sleep({
+    let mut fut = Box::pin(bulkhead.acquire_async_with_sleep({
         let gate = gate.clone();
         move |_| gate.sleep()
-    });
+    }));
     let (_counter, waker) = CountingWaker::new();
     assert!(poll_once(&mut fut, &waker).is_pending());
     assert_eq!(bulkhead.metrics().waiting_calls(), 1);

@@ -95,7 +95,7 @@ async fn worker(
                 Err(err) => check_rejection(&err, &counts, max_wait),
             },
             // Dropped right after its first poll.
-            2 => match PollOnceThenDrop(Some(bulkhead.acquire_async())).await {
+            2 => match PollOnceThenDrop(Some(Box::pin(bulkhead.acquire_async()))).await {
                 Some(Ok(permit)) => {
                     holders.hold(limit, &mut rng).await;
                     drop(permit);

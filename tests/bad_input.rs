@@ -123,7 +123,7 @@ fn waiter_cap_of_usize_max_behaves_as_no_cap() {
     let bulkhead = Bulkhead::new("bad-input-cap", config);
     let held = bulkhead.try_acquire().unwrap();
     let mut cx = Context::from_waker(noop_waker_ref());
-    let mut queued: Vec<_> = (0..100).map(|_| bulkhead.acquire_async()).collect();
+    let mut queued: Vec<_> = (0..100).map(|_| Box::pin(bulkhead.acquire_async())).collect();
     for f in &mut queued {
         assert!(Pin::new(f).poll(&mut cx).is_pending(), "queued, not refused");
     }
@@ -225,9 +225,9 @@ fn unbounded_max_wait_never_builds_a_sleep() {
         let bulkhead = Bulkhead::new("bad-input-no-sleep", config(1, wait));
         let held = bulkhead.try_acquire().unwrap();
         let mut cx = Context::from_waker(noop_waker_ref());
-        let mut f = bulkhead.acquire_async_with_sleep(|w| -> std::future::Ready<()> {
+        let mut f = Box::pin(bulkhead.acquire_async_with_sleep(|w| -> std::future::Ready<()> {
             panic!("make_sleep called for an unbounded wait ({w:?})")
-        });
+        }));
         assert!(Pin::new(&mut f).poll(&mut cx).is_pending());
         assert_eq!(bulkhead.metrics().waiting_calls(), 1);
         drop(held);
@@ -267,7 +267,7 @@ fn huge_bounded_wait_times_out_by_its_sleep_without_overflow() {
 /// Polls every still-pending future once; returns which became ready (and keeps their
 /// permits in `granted`).
 fn poll_all<'a>(
-    futures: &mut [Option<bulkhead::Acquire<'a>>],
+    futures: &mut [Option<Pin<Box<bulkhead::Acquire<'a>>>>],
     granted: &mut Vec<bulkhead::Permit<'a>>,
 ) -> Vec<bool> {
     let mut cx = Context::from_waker(noop_waker_ref());
@@ -295,7 +295,7 @@ fn zero_capacity_queues_waiters_and_growth_admits_them_in_order() {
     assert_eq!(bulkhead.try_acquire().unwrap_err().reason(), RejectReason::Full);
     assert_eq!(bulkhead.acquire_timeout(Duration::ZERO).unwrap_err().reason(), RejectReason::Full);
     // Six async waiters in a known order, then two sync threads behind them.
-    let mut futures: Vec<_> = (0..6).map(|_| Some(bulkhead.acquire_async())).collect();
+    let mut futures: Vec<_> = (0..6).map(|_| Some(Box::pin(bulkhead.acquire_async()))).collect();
     let mut granted = Vec::new();
     assert_eq!(poll_all(&mut futures, &mut granted), [false; 6]);
     let threads: Vec<_> = (0..2)
@@ -369,7 +369,7 @@ proptest! {
         let bulkhead = Bulkhead::new("bad-input-prop", config(start, long));
         let mut limit = start as i64;
         let mut held = Vec::new();
-        let mut queued: Vec<Option<bulkhead::Acquire<'_>>> = Vec::new();
+        let mut queued: Vec<Option<Pin<Box<bulkhead::Acquire<'_>>>>> = Vec::new();
         for step in steps {
             match step {
                 Step::Change(n) => {
@@ -387,7 +387,7 @@ proptest! {
                     let i = i % held.len();
                     drop(held.remove(i));
                 }
-                Step::Queue if queued.len() < 16 => queued.push(Some(bulkhead.acquire_async())),
+                Step::Queue if queued.len() < 16 => queued.push(Some(Box::pin(bulkhead.acquire_async()))),
                 Step::DropQueued(i) if !queued.is_empty() => {
                     let i = i % queued.len();
                     queued.remove(i);

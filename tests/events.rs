@@ -157,7 +157,7 @@ fn events_for_queued_async_waiter_are_permitted_on_grant() {
     let log = record(&bulkhead);
     let held = bulkhead.try_acquire().unwrap();
     let (_counter, waker) = CountingWaker::new();
-    let mut fut = bulkhead.acquire_async();
+    let mut fut = Box::pin(bulkhead.acquire_async());
     assert!(poll_once(&mut fut, &waker).is_pending());
     drop(held);
     let permit = match poll_once(&mut fut, &waker) {

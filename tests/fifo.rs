@@ -105,7 +105,7 @@ fn fifo_sync_waiters_with_limit_above_one_keep_order() {
 
 enum Mixed<'a> {
     Sync(SyncWaiter),
-    Async(Acquire<'a>, Arc<CountingWaker>, std::task::Waker),
+    Async(std::pin::Pin<Box<Acquire<'a>>>, Arc<CountingWaker>, std::task::Waker),
 }
 
 /// Sync and async waiters share one queue: alternating arrivals are granted alternately.
@@ -122,7 +122,7 @@ fn fifo_mixed_sync_and_async_waiters_are_granted_in_arrival_order() {
                 waiters.push(Mixed::Sync(spawn_sync_waiter(&bulkhead, id, &granted_tx)));
             } else {
                 let (counter, waker) = CountingWaker::new();
-                let mut fut = bulkhead.acquire_async();
+                let mut fut = Box::pin(bulkhead.acquire_async());
                 assert!(poll_once(&mut fut, &waker).is_pending(), "async waiter {id} queued");
                 waiters.push(Mixed::Async(fut, counter, waker));
             }

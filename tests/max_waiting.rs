@@ -48,7 +48,7 @@ fn max_waiting_zero_async_rejects_at_once() {
     let bulkhead = Bulkhead::new("mw-zero-async", limit_wait_cap(1, LONG_WAIT, 0));
     let _held = bulkhead.try_acquire().unwrap();
     let (_counter, waker) = CountingWaker::new();
-    let mut fut = bulkhead.acquire_async();
+    let mut fut = Box::pin(bulkhead.acquire_async());
     match poll_once(&mut fut, &waker) {
         Poll::Ready(Err(err)) => {
             assert_eq!(err.reason(), RejectReason::TooManyWaiting);
@@ -98,7 +98,7 @@ fn max_waiting_k_counts_async_and_sync_waiters_together() {
         let bulkhead = shared("mw-mixed", limit_wait_cap(1, LONG_WAIT, 2));
         let held = bulkhead.try_acquire().unwrap();
         let (_counter, waker) = CountingWaker::new();
-        let mut queued = bulkhead.acquire_owned_async();
+        let mut queued = Box::pin(bulkhead.acquire_owned_async());
         assert!(poll_once(&mut queued, &waker).is_pending());
         let sync_waiter = {
             let bh = Arc::clone(&bulkhead);
@@ -106,7 +106,7 @@ fn max_waiting_k_counts_async_and_sync_waiters_together() {
         };
         wait_for_waiters(&bulkhead, 2);
         // A third waiter of either kind is refused.
-        let mut third = bulkhead.acquire_async();
+        let mut third = Box::pin(bulkhead.acquire_async());
         match poll_once(&mut third, &waker) {
             Poll::Ready(Err(err)) => assert_eq!(err.reason(), RejectReason::TooManyWaiting),
             other => panic!("third async waiter not refused: {:?}", other.map(|r| r.is_ok())),
@@ -149,12 +149,12 @@ fn max_waiting_k_frees_a_place_when_a_future_is_dropped() {
     let bulkhead = Bulkhead::new("mw-place-async", limit_wait_cap(1, LONG_WAIT, 1));
     let held = bulkhead.try_acquire().unwrap();
     let (_counter, waker) = CountingWaker::new();
-    let mut first = bulkhead.acquire_async();
+    let mut first = Box::pin(bulkhead.acquire_async());
     assert!(poll_once(&mut first, &waker).is_pending());
-    let mut refused = bulkhead.acquire_async();
+    let mut refused = Box::pin(bulkhead.acquire_async());
     assert!(matches!(poll_once(&mut refused, &waker), Poll::Ready(Err(_))));
     drop(first);
-    let mut second = bulkhead.acquire_async();
+    let mut second = Box::pin(bulkhead.acquire_async());
     assert!(poll_once(&mut second, &waker).is_pending(), "the freed place is taken");
     drop(held);
     assert!(matches!(poll_once(&mut second, &waker), Poll::Ready(Ok(_))));

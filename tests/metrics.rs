@@ -97,7 +97,7 @@ fn metrics_after_dropped_acquire_future_show_waiter_gone_at_once() {
     let bulkhead = Bulkhead::new("m-future-drop", limit_wait(1, LONG_WAIT));
     let held = bulkhead.try_acquire().unwrap();
     let (_counter, waker) = CountingWaker::new();
-    let mut futures: Vec<_> = (0..3).map(|_| bulkhead.acquire_async()).collect();
+    let mut futures: Vec<_> = (0..3).map(|_| Box::pin(bulkhead.acquire_async())).collect();
     for (i, fut) in futures.iter_mut().enumerate() {
         assert!(poll_once(fut, &waker).is_pending());
         assert_metrics(bulkhead.metrics(), 0, 1, 1, i + 1);
@@ -116,7 +116,7 @@ fn metrics_after_grant_to_future_count_it_in_flight() {
     let bulkhead = Bulkhead::new("m-future-grant", limit_wait(1, LONG_WAIT));
     let held = bulkhead.try_acquire().unwrap();
     let (_counter, waker) = CountingWaker::new();
-    let mut fut = bulkhead.acquire_async();
+    let mut fut = Box::pin(bulkhead.acquire_async());
     assert!(poll_once(&mut fut, &waker).is_pending());
     drop(held);
     // Granted but not yet polled: in flight, no longer waiting.

@@ -293,7 +293,7 @@ async fn async_worker(s: Arc<Soak>, seed: u64) {
                     }
                 }
             }
-            2 => match PollOnce(Some(b.acquire_async())).await {
+            2 => match PollOnce(Some(Box::pin(b.acquire_async()))).await {
                 Some(Ok(p)) => {
                     let h = s.hold();
                     hold_async(&mut rng).await;

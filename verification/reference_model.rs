@@ -554,9 +554,10 @@ fn acquire_futures_debug_shows_queued_state() {
     let held = bulkhead.try_acquire().expect("free");
     let waker = Waker::from(Arc::new(CountingWaker::default()));
     let mut cx = Context::from_waker(&waker);
-    let mut plain = bulkhead.acquire_async();
-    let mut with_sleep = bulkhead.acquire_async_with_sleep(|_| std::future::pending::<()>());
-    let mut owned = bulkhead.acquire_owned_async();
+    let mut plain = Box::pin(bulkhead.acquire_async());
+    let mut with_sleep =
+        Box::pin(bulkhead.acquire_async_with_sleep(|_| std::future::pending::<()>()));
+    let mut owned = Box::pin(bulkhead.acquire_owned_async());
     for debug in [format!("{plain:?}"), format!("{with_sleep:?}"), format!("{owned:?}")] {
         assert_eq!(debug, "Acquire { queued: false, done: false }");
     }

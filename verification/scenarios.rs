@@ -363,7 +363,7 @@ pub fn dropped_async_acquire_passes_permit_on(droppers: usize, next_waiters: usi
         .map(|_| {
             let (bulkhead, occupancy) = (Arc::clone(&bulkhead), Arc::clone(&occupancy));
             rt::spawn(move || {
-                let mut acquire = bulkhead.acquire_async();
+                let mut acquire = Box::pin(bulkhead.acquire_async());
                 let waker = futures::task::noop_waker();
                 match Pin::new(&mut acquire).poll(&mut Context::from_waker(&waker)) {
                     Poll::Ready(result) => {

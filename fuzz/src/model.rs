@@ -132,17 +132,17 @@ impl Held<'_> {
 
 /// The three kinds of acquire future.
 enum RealFuture<'a> {
-    WithSleep(AcquireWithSleep<'a, MakeSleep, HarnessSleep>),
-    Plain(Acquire<'a>),
-    Owned(AcquireOwned),
+    WithSleep(Pin<Box<AcquireWithSleep<'a, MakeSleep, HarnessSleep>>>),
+    Plain(Pin<Box<Acquire<'a>>>),
+    Owned(Pin<Box<AcquireOwned>>),
 }
 
 impl<'a> RealFuture<'a> {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<Held<'a>, BulkheadFull>> {
         match self {
-            RealFuture::WithSleep(f) => Pin::new(f).poll(cx).map(|r| r.map(Held::Borrowed)),
-            RealFuture::Plain(f) => Pin::new(f).poll(cx).map(|r| r.map(Held::Borrowed)),
-            RealFuture::Owned(f) => Pin::new(f).poll(cx).map(|r| r.map(Held::Owned)),
+            RealFuture::WithSleep(f) => f.as_mut().poll(cx).map(|r| r.map(Held::Borrowed)),
+            RealFuture::Plain(f) => f.as_mut().poll(cx).map(|r| r.map(Held::Borrowed)),
+            RealFuture::Owned(f) => f.as_mut().poll(cx).map(|r| r.map(Held::Owned)),
         }
     }
 }
@@ -456,10 +456,10 @@ impl<'a> Harness<'a> {
                     made_calls.set(made_calls.get() + 1);
                     HarnessSleep { fired }
                 });
-                RealFuture::WithSleep(self.bulkhead.acquire_async_with_sleep(make))
+                RealFuture::WithSleep(Box::pin(self.bulkhead.acquire_async_with_sleep(make)))
             }
-            1 => RealFuture::Plain(self.bulkhead.acquire_async()),
-            _ => RealFuture::Owned(self.bulkhead.acquire_owned_async()),
+            1 => RealFuture::Plain(Box::pin(self.bulkhead.acquire_async())),
+            _ => RealFuture::Owned(Box::pin(self.bulkhead.acquire_owned_async())),
         };
         let id = self.next_id;
         self.next_id += 1;
