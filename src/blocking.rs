@@ -35,7 +35,7 @@ impl Bulkhead {
                 Ok(())
             }
             Some(Outcome::Closed) => {
-                Err(self.reject(sem.load(), RejectReason::Closed, clock.since(start)))
+                Err(self.reject(sem.load(), RejectReason::Closed, Duration::ZERO))
             }
             Some(Outcome::Drained) => unreachable!("an acquire is not a drain wait"),
             None => {

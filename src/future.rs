@@ -163,7 +163,8 @@ impl Core {
                 wait,
             ))));
         }
-        let start = sem.clock.now();
+        // An unbounded wait never reads the clock: only a timeout reports how long it waited.
+        let start = (wait != Duration::MAX).then(|| sem.clock.now());
         let key = match sem.enqueue(Waiter::Task(cx.waker()), bulkhead.max_waiting()) {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {
@@ -178,8 +179,8 @@ impl Core {
             Enqueued::Closed => return Some(self.done_with(Err(bulkhead.refuse(sem.load())))),
         };
         self.key = Some(key);
-        self.start = Some(start);
-        self.deadline = sem.clock.deadline(start, wait);
+        self.start = start;
+        self.deadline = start.and_then(|start| sem.clock.deadline(start, wait));
         if self.deadline.is_some() {
             if let Some(sleep) = arm(wait) {
                 timer.set(Timer::On { sleep });
@@ -212,8 +213,7 @@ impl Core {
                 self.done_with(Ok(()))
             }
             Outcome::Closed => {
-                let waited = self.start.map_or(Duration::ZERO, |start| sem.clock.since(start));
-                let err = bulkhead.reject(sem.load(), RejectReason::Closed, waited);
+                let err = bulkhead.reject(sem.load(), RejectReason::Closed, Duration::ZERO);
                 self.done_with(Err(err))
             }
             Outcome::Drained => unreachable!("an acquire is not a drain wait"),

@@ -7,16 +7,18 @@
 //! | bits    | field       | meaning                                                        |
 //! |---------|-------------|----------------------------------------------------------------|
 //! | 0       | `WAITERS`   | releases must take the lock: a waiter is queued, or closed     |
-//! | 1..=30  | limit       | the current `max_concurrent_calls` (unsigned, ≤ 2^30 − 1)      |
-//! | 31      | `LISTENERS` | at least one event listener is registered                      |
-//! | 32      | `CLOSED`    | `close` ran: every acquire is refused, for good                |
+//! | 1       | `CLOSED`    | `close` ran: every acquire is refused, for good                |
+//! | 2..=31  | limit       | the current `max_concurrent_calls` (unsigned, ≤ 2^30 − 1)      |
+//! | 32      | `LISTENERS` | at least one event listener is registered                      |
 //! | 33..=63 | available   | free permits, **signed**: negative after a shrink (a debt)     |
 //!
 //! Keeping the limit and the flags in the word means a rejection reads exactly one atomic
 //! and still knows the limit to report, whether the refusal is `Closed`, and whether to emit
-//! an event. Adding or removing a permit is adding or subtracting `ONE_PERMIT` (`1 << 33`):
-//! wrapping arithmetic on the top bits never touches the low ones, and 31 signed bits hold
-//! ±(2^30 − 1), so the sign of `available` takes care of itself.
+//! an event. The two flags a newcomer must find clear are the two lowest bits, so the fast
+//! path tests them with one small immediate. Adding or removing a permit is adding or
+//! subtracting `ONE_PERMIT` (`1 << 33`): wrapping arithmetic on the top bits never touches
+//! the low ones, and 31 signed bits hold ±(2^30 − 1), so the sign of `available` takes care
+//! of itself.
 //!
 //! # Invariants
 //!
@@ -83,11 +85,11 @@ use crossbeam_utils::CachePadded;
 use crate::sync::{AtomicU64, AtomicUsize, Clock, Mutex, MutexGuard, Ordering, Thread};
 
 const WAITERS: u64 = 1;
-const LIMIT_SHIFT: u32 = 1;
+const CLOSED: u64 = 1 << 1;
+const LIMIT_SHIFT: u32 = 2;
 const LIMIT_BITS: u32 = 30;
 const LIMIT_MASK: u64 = ((1 << LIMIT_BITS) - 1) << LIMIT_SHIFT;
-const LISTENERS: u64 = 1 << 31;
-const CLOSED: u64 = 1 << 32;
+const LISTENERS: u64 = 1 << 32;
 const AVAILABLE_SHIFT: u32 = 33;
 const ONE_PERMIT: u64 = 1 << AVAILABLE_SHIFT;
 
@@ -187,50 +189,40 @@ impl Waiter<'_> {
     }
 }
 
-/// Wakers collected under the queue lock and called after it is released, so a woken
-/// waiter never finds the lock still held by its waker.
+/// The wake a drain collected under the queue lock, called after the lock is released so a
+/// woken waiter never finds the lock still held by its waker. It holds one: a release grants
+/// one waiter, and the rare drain that grants more (a limit raised, a close) unlocks and
+/// wakes between grants.
 #[derive(Debug, Default)]
 struct WakeList {
-    wakes: [Option<Wake>; WakeList::CAPACITY],
-    len: usize,
+    wake: Option<Wake>,
 }
 
 impl WakeList {
-    const CAPACITY: usize = 8;
-
     fn is_full(&self) -> bool {
-        self.len == Self::CAPACITY
+        self.wake.is_some()
     }
 
     fn push(&mut self, wake: Option<Wake>) {
         debug_assert!(!self.is_full());
-        if let Some(wake) = wake {
-            self.wakes[self.len] = Some(wake);
-            self.len += 1;
-        }
+        self.wake = wake;
     }
 
-    /// Drops the last wake pushed without calling it (the caller's own, found granted).
+    /// Drops the wake collected without calling it (the caller's own, found granted).
     fn discard_last(&mut self) {
-        if self.len > 0 {
-            self.len -= 1;
-            self.wakes[self.len] = None;
-        }
+        self.wake = None;
     }
 
     fn wake_all(&mut self) {
-        for wake in self.wakes[..self.len].iter_mut() {
-            if let Some(wake) = wake.take() {
-                wake.wake();
-            }
+        if let Some(wake) = self.wake.take() {
+            wake.wake();
         }
-        self.len = 0;
     }
 }
 
 impl Drop for WakeList {
     fn drop(&mut self) {
-        // Only reached with wakes left if a panic unwound past `wake_all`: deliver them.
+        // Only reached with a wake left if a panic unwound past `wake_all`: deliver it.
         self.wake_all();
     }
 }
@@ -637,9 +629,14 @@ impl Semaphore {
         // takes the lock we hold, which orders the queue. Being a read-modify-write, it is
         // totally ordered with every release's `fetch_add`: a release either comes before it
         // (its permit is in `available`, which the drain below finds) or sees the flag.
-        self.state.fetch_or(WAITERS, Ordering::Relaxed);
+        let prev = Word(self.state.fetch_or(WAITERS, Ordering::Relaxed));
         let key = queue.alloc(SlotState::Queued, waiter.to_wake());
         self.publish_waiting(&queue);
+        if prev.available() <= 0 {
+            // No permit was free when the flag went up (the read-modify-write saw the latest
+            // word), and every release from now on sees the flag and drains: nothing to do.
+            return Enqueued::Queued(key);
+        }
         let mut wakes = WakeList::default();
         let more = self.drain(&mut queue, &mut wakes);
         let granted = queue.slot(key).state == SlotState::Granted;
