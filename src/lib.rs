@@ -68,6 +68,9 @@ mod metrics;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics_export;
+#[cfg(any(bulkhead_loom, bulkhead_shuttle))]
+#[cfg_attr(docsrs, doc(cfg(any(bulkhead_loom, bulkhead_shuttle))))]
+pub mod model;
 mod permit;
 mod registry;
 mod state;
