@@ -14,3 +14,6 @@ export LOOM_STATS_FILE=$stats
 # The test output is captured (loom 0.7 prints a debug line per wait); a failure shows it.
 cargo test --release --test loom
 sort "$stats"
+# The examples of `bulkhead::model`, which exists only under this cfg (rustdoc needs the cfg
+# too, to see the module); they reuse the build above.
+RUSTDOCFLAGS="--cfg bulkhead_loom" cargo test --release --doc model

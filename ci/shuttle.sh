@@ -13,3 +13,6 @@ trap 'rm -f "$stats"' EXIT
 export SHUTTLE_STATS_FILE=$stats
 cargo test --release --test shuttle
 sort "$stats"
+# The examples of `bulkhead::model`, which exists only under this cfg (rustdoc needs the cfg
+# too, to see the module); they reuse the build above.
+RUSTDOCFLAGS="--cfg bulkhead_shuttle" cargo test --release --doc model

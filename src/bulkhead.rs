@@ -753,9 +753,11 @@ impl Bulkhead {
         &self.sem
     }
 
-    /// Moves this bulkhead's model clock to `to` and wakes timed waiters. Model checks only.
+    /// Moves the execution's model clock to `to` nanoseconds and wakes timed waiters.
     #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
     #[doc(hidden)]
+    #[deprecated(note = "the model clock is shared by every bulkhead of an execution: use \
+                         `bulkhead::model::advance_to(Duration::from_nanos(to))`")]
     pub fn model_advance_clock(&self, to: u64) {
         self.sem.clock.advance(to);
     }

@@ -124,7 +124,10 @@ impl Core {
         // the deadline is checked on every poll.
         let expired = match timer.project() {
             TimerProj::On { sleep } => sleep.poll(cx).is_ready(),
-            TimerProj::Off => self.deadline.is_some_and(|deadline| sem.clock.now() >= deadline),
+            TimerProj::Off => self.deadline.is_some_and(|deadline| {
+                sem.clock.wake_at_deadline(cx.waker());
+                sem.clock.now() >= deadline
+            }),
         };
         if !expired {
             return Poll::Pending;

@@ -41,6 +41,17 @@
 //! | `serde` | no      | `bulkhead::file`: Resilience4j-style `application.yml` / `.toml` files (`resilience4j.bulkhead.*`), the style guide's rules as checks, and `BulkheadRegistry::from_file` |
 //! | `cli`   | no      | the `bulkhead-check` command: prints each instance's effective config and the rules' findings; exits 1 on errors |
 //!
+//! # Model checking your own code
+//!
+//! Built with `--cfg bulkhead_loom` or `--cfg bulkhead_shuttle`, the bulkhead runs on loom's
+//! or shuttle's primitives and a model clock your test advances, so a crate that embeds it can
+//! model-check its own code with the bulkhead inside (README, "Model-check your own code").
+//! The module `bulkhead::model` exists only then; a normal build's API has none of it:
+//!
+//! ```compile_fail
+//! use bulkhead::model as _;
+//! ```
+//!
 //! # Memory ordering
 //!
 //! Dropping a permit *happens-before* the acquire that next obtains that slot, whether by
@@ -68,6 +79,9 @@ mod metrics;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics_export;
+#[cfg(any(bulkhead_loom, bulkhead_shuttle))]
+#[cfg_attr(docsrs, doc(cfg(any(bulkhead_loom, bulkhead_shuttle))))]
+pub mod model;
 mod permit;
 mod registry;
 mod state;

@@ -10,11 +10,20 @@
 //! | `bulkhead_shuttle` | `shuttle`                      | [`Clock`]: a model clock           |
 //!
 //! Inside a model checker wall-clock time does not exist, so a deadline is an input the model
-//! controls: the model clock only moves when a scenario calls `Clock::advance`, and that call
-//! wakes every thread parked on a deadline, exactly as the passage of time would.
+//! controls: the model clock only moves when a test calls `crate::model::advance` (or
+//! `advance_to`), and that call wakes every thread parked on a deadline and every task queued
+//! for a permit, exactly as the passage of time would. There is one model clock per model
+//! execution, shared by every bulkhead in it (a per-execution lazy static of the checker);
+//! [`Clock`] is a zero-sized handle on it.
 
 #[cfg(all(bulkhead_loom, bulkhead_shuttle))]
 compile_error!("`bulkhead_loom` and `bulkhead_shuttle` are mutually exclusive");
+
+// The checker crate itself, re-exported by `crate::model` so users pair with our version.
+#[cfg(bulkhead_loom)]
+pub use ::loom;
+#[cfg(bulkhead_shuttle)]
+pub use ::shuttle;
 
 // `Ordering` is the same type in every branch (loom and shuttle re-export core's).
 pub(crate) use core::sync::atomic::Ordering;
@@ -90,6 +99,11 @@ mod imp {
         pub(crate) fn since(&self, start: Instant) -> core::time::Duration {
             start.elapsed()
         }
+
+        /// Nothing to do: real time passes by itself, and a task without a timer checks its
+        /// deadline whenever it is polled. (The model clock's twin wakes such tasks.)
+        #[inline]
+        pub(crate) fn wake_at_deadline(&self, _waker: &std::task::Waker) {}
 
         /// The time from `start` to `end` (zero if `end` is earlier).
         #[inline]
@@ -175,30 +189,118 @@ mod imp {
         }
     }
 
-    /// A model instant: ticks of the model clock.
+    /// A model instant: nanoseconds of model time since the execution started.
     pub(crate) type Instant = u64;
 
-    /// A model clock. Time stands still until a scenario calls [`Clock::advance`], which
-    /// wakes every thread parked on a deadline, so "the deadline passed" is a choice the
-    /// model checker explores like any other interleaving.
+    /// The model clock of one execution. Time stands still until a test advances it, which
+    /// wakes every thread parked on a deadline and every task queued for a permit, so "the
+    /// deadline passed" is a choice the model checker explores like any other interleaving.
     #[derive(Debug)]
-    pub(crate) struct Clock {
+    pub(crate) struct ModelClock {
         now: AtomicU64,
-        parked: Mutex<Vec<Thread>>,
+        sleepers: Mutex<Sleepers>,
     }
 
-    impl Clock {
-        pub(crate) fn new() -> Self {
-            Clock { now: AtomicU64::new(0), parked: Mutex::new(Vec::new()) }
+    /// Who to wake when the clock moves. Emptied by every `advance`.
+    #[derive(Debug, Default)]
+    struct Sleepers {
+        /// Threads parked on a deadline (a thread may appear more than once).
+        threads: Vec<Thread>,
+        /// Tasks that registered a waker since the last advance, one entry per task.
+        tasks: Vec<std::task::Waker>,
+    }
+
+    // One clock per execution: both checkers reset their lazy statics between executions
+    // (loom's are dropped and re-created on first use; shuttle drops them at the end of each
+    // execution), so every execution starts at time zero.
+    #[cfg(bulkhead_loom)]
+    loom::lazy_static! {
+        static ref MODEL_CLOCK: ModelClock = ModelClock::new();
+    }
+    #[cfg(bulkhead_shuttle)]
+    shuttle::lazy_static! {
+        static ref MODEL_CLOCK: ModelClock = ModelClock::new();
+    }
+
+    /// The running execution's model clock. Panics outside a model execution (as every
+    /// checker primitive does).
+    pub(crate) fn model_clock() -> &'static ModelClock {
+        &MODEL_CLOCK
+    }
+
+    impl ModelClock {
+        fn new() -> Self {
+            ModelClock { now: AtomicU64::new(0), sleepers: Mutex::new(Sleepers::default()) }
         }
 
         pub(crate) fn now(&self) -> Instant {
-            // Ordering: SeqCst; model-only, the checker should see every interleaving.
+            // Ordering: SeqCst — pairs with the `fetch_max` in `advance_to` (model-only); a
+            // sleeper reads after registering under `sleepers`, so it cannot miss an advance.
             self.now.load(super::Ordering::SeqCst)
         }
 
+        /// Remembers `waker` until the next advance; a task already remembered is not added
+        /// again.
+        pub(crate) fn register_task(&self, waker: &std::task::Waker) {
+            let mut sleepers = self.sleepers.lock();
+            if !sleepers.tasks.iter().any(|known| known.will_wake(waker)) {
+                sleepers.tasks.push(waker.clone());
+            }
+        }
+
+        /// Parks the current thread until it is unparked or the clock reaches `deadline`.
+        fn park_until(&self, deadline: Option<Instant>) {
+            if let Some(deadline) = deadline {
+                // Check and register under one lock, so an `advance` cannot slip between.
+                let mut sleepers = self.sleepers.lock();
+                if self.now() >= deadline {
+                    return;
+                }
+                sleepers.threads.push(current_thread());
+            }
+            park();
+        }
+
+        /// Moves the clock to `to` (never backwards) and wakes every sleeper.
+        pub(crate) fn advance_to(&self, to: Instant) {
+            let mut sleepers = self.sleepers.lock();
+            // Ordering: SeqCst — pairs with the load in `now`; the store happens under the
+            // `sleepers` lock, so a sleeper that registers after this advance sees the new time.
+            self.now.fetch_max(to, super::Ordering::SeqCst);
+            for thread in sleepers.threads.drain(..) {
+                thread.unpark();
+            }
+            let tasks = core::mem::take(&mut sleepers.tasks);
+            drop(sleepers);
+            // Outside the lock: a woken task may run at once and register again.
+            for waker in tasks {
+                waker.wake();
+            }
+        }
+    }
+
+    /// The engine's handle on the model clock of the running execution: zero-sized, as on
+    /// the std side, so every bulkhead of one execution shares one clock.
+    #[derive(Debug, Default, Clone, Copy)]
+    pub(crate) struct Clock;
+
+    impl Clock {
+        /// Touches the execution's clock now, so it is created by whoever creates the first
+        /// bulkhead (normally the test's main thread, before it spawns anything): loom's lazy
+        /// static makes later readers synchronize with its creator, and a creator that
+        /// already spawned the other threads adds no happens-before edge that could hide a
+        /// missing one in the engine.
+        pub(crate) fn new() -> Self {
+            let _ = model_clock();
+            Clock
+        }
+
+        pub(crate) fn now(&self) -> Instant {
+            model_clock().now()
+        }
+
         /// One model tick is one nanosecond of wait, saturating: `Duration::MAX` never fires
-        /// unless the scenario advances the clock that far.
+        /// unless the test advances the clock that far.
         pub(crate) fn deadline(
             &self,
             start: Instant,
@@ -209,15 +311,7 @@ mod imp {
         }
 
         pub(crate) fn park_until(&self, deadline: Option<Instant>) {
-            if let Some(deadline) = deadline {
-                // Check and register under one lock, so an `advance` cannot slip between.
-                let mut parked = self.parked.lock();
-                if self.now() >= deadline {
-                    return;
-                }
-                parked.push(current_thread());
-            }
-            park();
+            model_clock().park_until(deadline);
         }
 
         pub(crate) fn since(&self, start: Instant) -> core::time::Duration {
@@ -229,16 +323,28 @@ mod imp {
             core::time::Duration::from_nanos(end.saturating_sub(start))
         }
 
-        /// Moves the model clock to `to` (never backwards) and wakes every timed waiter.
+        /// Moves the execution's model clock to `to` and wakes every sleeper.
         pub(crate) fn advance(&self, to: Instant) {
-            let mut parked = self.parked.lock();
-            // Ordering: SeqCst; model-only.
-            self.now.fetch_max(to, super::Ordering::SeqCst);
-            for thread in parked.drain(..) {
-                thread.unpark();
-            }
+            model_clock().advance_to(to);
+        }
+
+        /// A task waiting for a deadline without a timer: the next advance wakes `waker`, so
+        /// the task re-checks its deadline as a timer would have made it do. Call it before
+        /// reading the clock (register, then check).
+        pub(crate) fn wake_at_deadline(&self, waker: &std::task::Waker) {
+            model_clock().register_task(waker);
         }
     }
 }
 
 pub(crate) use imp::*;
+
+#[cfg(test)]
+mod tests {
+    /// `ci/cfg-loom.sh` runs this with `--nocapture` to see that a user's `--cfg loom` really
+    /// reached this crate (and then that everything else behaves as in a normal build).
+    #[test]
+    fn reports_whether_cfg_loom_is_set() {
+        println!("cfg(loom) is {}", if cfg!(loom) { "set" } else { "not set" });
+    }
+}

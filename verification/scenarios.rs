@@ -302,10 +302,7 @@ pub fn deadline_racing_release_grants_or_withdraws_once(extra_waiters: usize) {
             })
         })
         .collect();
-    let clock = {
-        let bulkhead = Arc::clone(&bulkhead);
-        rt::spawn(move || bulkhead.model_advance_clock(DEADLINE))
-    };
+    let clock = rt::spawn(|| bulkhead::model::advance_to(Duration::from_nanos(DEADLINE)));
     drop(held);
     join(timed);
     others.into_iter().for_each(join);

@@ -30,7 +30,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
 use shuttle::scheduler::{PctScheduler, RandomScheduler, ReplayScheduler, Scheduler};
-use shuttle::{Config, Runner};
+use shuttle::{Config, FailurePersistence, Runner};
 
 /// The checker adapter `scenarios.rs` programs against: shuttle's threads, tasks, atomics
 /// and mutex.
@@ -83,9 +83,21 @@ fn config() -> Config {
 
 /// Runs `f` under `scheduler`; on failure, prints the command that replays it. Set
 /// `SHUTTLE_STATS_FILE` to collect one line per run (name, schedules, seconds).
+///
+/// shuttle 0.9 no longer puts the failing schedule in the panic message: it writes it to a
+/// file in the directory `FailurePersistence::File` names (one directory per run here, so
+/// tests running in parallel cannot mix up their files), and this harness reads it back.
 fn run(name: &str, scheduler: impl Scheduler + 'static, f: fn()) {
+    let dir = std::env::temp_dir()
+        .join(format!("bulkhead-shuttle-{}", std::process::id()))
+        .join(name.replace("::", "-"));
+    // A leftover file would be taken for this run's schedule.
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the schedule directory");
+    let mut config = config();
+    config.failure_persistence = FailurePersistence::File(Some(dir.clone()));
     let start = Instant::now();
-    let result = catch_unwind(AssertUnwindSafe(|| Runner::new(scheduler, config()).run(f)));
+    let result = catch_unwind(AssertUnwindSafe(|| Runner::new(scheduler, config).run(f)));
     if let Ok(schedules) = &result {
         let line =
             format!("{name}: schedules={schedules} seconds={:.1}", start.elapsed().as_secs_f64());
@@ -100,25 +112,24 @@ fn run(name: &str, scheduler: impl Scheduler + 'static, f: fn()) {
         }
     }
     if let Err(panic) = result {
-        let message = panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-            .unwrap_or_default();
-        // shuttle's message: `...failing schedule:\n"\n<schedule>\n"\npass that string...`
-        // shuttle wraps long schedules over several lines; its decoder ignores whitespace.
-        if let Some(schedule) =
-            message.split('"').nth(1).map(|s| s.split_whitespace().collect::<String>())
-        {
-            let scenario = name.split("::").next().unwrap_or(name);
-            eprintln!(
-                "\nreplay this failure with:\n  SHUTTLE_REPLAY_SCENARIO={scenario} \
-                 SHUTTLE_REPLAY_SCHEDULE={schedule} RUSTFLAGS=\"--cfg bulkhead_shuttle\" \
-                 cargo test --release --test shuttle replay -- --ignored\n"
-            );
+        // The first file holds the failing schedule (shuttle rewrites it if the unwind makes
+        // the schedule longer). Its decoder ignores whitespace, so print it on one line.
+        let schedule = std::fs::read_to_string(dir.join("schedule000.txt"))
+            .map(|s| s.split_whitespace().collect::<String>());
+        match schedule {
+            Ok(schedule) => {
+                let scenario = name.split("::").next().unwrap_or(name);
+                eprintln!(
+                    "\nreplay this failure with:\n  SHUTTLE_REPLAY_SCENARIO={scenario} \
+                     SHUTTLE_REPLAY_SCHEDULE={schedule} RUSTFLAGS=\"--cfg bulkhead_shuttle\" \
+                     cargo test --release --test shuttle replay -- --ignored\n"
+                );
+            }
+            Err(err) => eprintln!("no schedule file in {}: {err}", dir.display()),
         }
         resume_unwind(panic);
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 macro_rules! scenarios {
