@@ -188,3 +188,62 @@ fn waiter_cap_holds_under_races() {
 fn panicking_call_releases_permit() {
     run_model("panicking_call_releases_permit", || scenarios::panicking_call_releases_permit(1, 1));
 }
+
+/// `close`, the release of the held permit and the waiter's own end race, for each kind of
+/// waiter: it ends once (granted, `Closed` or `WaitTimedOut`) and nothing is lost.
+#[test]
+fn close_racing_sync_waiter_and_release() {
+    run_model("close_racing_sync_waiter_and_release", || {
+        scenarios::close_racing_waiter_release_and_deadline(scenarios::Waits::Sync)
+    });
+}
+
+#[test]
+fn close_racing_async_waiter_and_release() {
+    run_model("close_racing_async_waiter_and_release", || {
+        scenarios::close_racing_waiter_release_and_deadline(scenarios::Waits::Async)
+    });
+}
+
+#[test]
+fn close_racing_sync_timeout_and_release() {
+    run_model("close_racing_sync_timeout_and_release", || {
+        scenarios::close_racing_waiter_release_and_deadline(scenarios::Waits::SyncTimed)
+    });
+}
+
+#[test]
+fn close_racing_async_timeout_and_release() {
+    run_model("close_racing_async_timeout_and_release", || {
+        scenarios::close_racing_waiter_release_and_deadline(scenarios::Waits::AsyncTimed)
+    });
+}
+
+#[test]
+fn close_racing_cancelled_acquire_and_release() {
+    run_model("close_racing_cancelled_acquire_and_release", || {
+        scenarios::close_racing_waiter_release_and_deadline(scenarios::Waits::Cancelled)
+    });
+}
+
+#[test]
+fn drain_wait_racing_close_and_last_release() {
+    run_model("drain_wait_racing_close_and_last_release", || {
+        scenarios::drain_wait_racing_close_and_last_release(false)
+    });
+}
+
+#[test]
+fn drained_future_racing_close_and_last_release() {
+    run_model("drained_future_racing_close_and_last_release", || {
+        scenarios::drain_wait_racing_close_and_last_release(true)
+    });
+}
+
+#[test]
+fn repoll_with_new_waker_racing_grant_is_woken() {
+    run_model(
+        "repoll_with_new_waker_racing_grant_is_woken",
+        scenarios::repoll_with_new_waker_racing_grant_is_woken,
+    );
+}

@@ -86,31 +86,47 @@ MUTANTS=(
     grow_does_not_serve_waiters
     try_acquire_barges
     waiter_cap_off_by_one
+    withdraw_leaves_slot_linked
+    repoll_keeps_stale_waker
+    no_timer_deadline_never_checked
+    slab_never_shrinks
+    close_strands_queued_waiters
+    close_clears_waiters_flag
+    fast_path_ignores_closed
+    enqueue_ignores_closed
+    drain_forgets_drainers
+    blocking_check_off
     release_relaxed
     acquire_cas_relaxed
     drain_cas_relaxed
-    granted_store_relaxed
-    is_granted_relaxed
 )
-ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed granted_store_relaxed is_granted_relaxed "
+ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed "
 
 describe() {
     case $1 in
     release_ignores_waiter_flag) echo "release's fast path ignores the WAITERS flag (never drains)" ;;
     withdraw_ignores_grant) echo "a withdrawal ignores a grant that already happened (permit leaked)" ;;
     waiters_flag_cleared_with_waiter_left) echo "a withdrawal clears WAITERS while one live waiter is left" ;;
-    enqueue_skips_drain_after_flag) echo "enqueue omits the drain after setting WAITERS (lost wake-up)" ;;
+    enqueue_skips_drain_after_flag) echo "enqueue never drains after setting WAITERS (lost wake-up)" ;;
     dropped_async_forgets_grant) echo "a dropped async acquire forgets the permit granted to it" ;;
     sync_timeout_forgets_grant) echo "a sync waiter at its deadline ignores a grant that won" ;;
     shrink_revokes_in_flight) echo "a shrink clamps available at 0 (forgets the debt)" ;;
     grow_does_not_serve_waiters) echo "growing the limit does not serve queued waiters" ;;
     try_acquire_barges) echo "try_acquire ignores WAITERS (barging)" ;;
     waiter_cap_off_by_one) echo "max_waiting_calls admits one waiter too many" ;;
+    withdraw_leaves_slot_linked) echo "a withdrawal frees its slot without unlinking it from the FIFO" ;;
+    repoll_keeps_stale_waker) echo "a re-poll with a different waker keeps the old one (register-then-check broken)" ;;
+    no_timer_deadline_never_checked) echo "a queued future without a timer never checks its deadline" ;;
+    slab_never_shrinks) echo "the slab keeps its peak size after a storm (memory never returned)" ;;
+    close_strands_queued_waiters) echo "close refuses new calls but leaves queued waiters asleep" ;;
+    close_clears_waiters_flag) echo "a drain clears WAITERS after close (releases skip the drain wake-up)" ;;
+    fast_path_ignores_closed) echo "the fast path admits newcomers on a closed bulkhead" ;;
+    enqueue_ignores_closed) echo "enqueue queues a waiter on a closed bulkhead (never woken)" ;;
+    drain_forgets_drainers) echo "the last release marks drain waiters done without waking them" ;;
+    blocking_check_off) echo "a blocking acquire parks a thread that drives async tasks" ;;
     release_relaxed) echo "release fetch_add Release -> Relaxed" ;;
     acquire_cas_relaxed) echo "try_acquire CAS Acquire -> Relaxed" ;;
     drain_cas_relaxed) echo "drain CAS Acquire -> Relaxed" ;;
-    granted_store_relaxed) echo "GRANTED store Release -> Relaxed" ;;
-    is_granted_relaxed) echo "is_granted load Acquire -> Relaxed" ;;
     esac
 }
 
@@ -122,36 +138,80 @@ apply() {
         }
         prev' '        prev' ;;
     withdraw_ignores_grant)
-        mutate src/state.rs '                debug_assert!(granted);
-                true' '                debug_assert!(granted);
-                false' ;;
+        mutate src/state.rs '            SlotState::Granted => Some(Outcome::Granted),
+            SlotState::Closed => Some(Outcome::Closed),
+            SlotState::Drained => Some(Outcome::Drained),
+            SlotState::Free => unreachable!("checked by `Queue::slot`"),
+        };
+        queue.free(key);
+        outcome' '            SlotState::Granted => None,
+            SlotState::Closed => Some(Outcome::Closed),
+            SlotState::Drained => Some(Outcome::Drained),
+            SlotState::Free => unreachable!("checked by `Queue::slot`"),
+        };
+        queue.free(key);
+        outcome' ;;
     waiters_flag_cleared_with_waiter_left)
-        mutate src/state.rs '                queue.live -= 1;
-                self.publish_waiting(&queue);
-' '                queue.live -= 1;
-                self.publish_waiting(&queue);
-                if queue.live == 1 {
-                    self.clear_waiters_flag();
-                }
-' ;;
+        mutate src/state.rs 'if queue.live == 0 && !self.load().is_closed() {' 'if queue.live <= 1 && !self.load().is_closed() {' ;;
     enqueue_skips_drain_after_flag)
-        mutate src/state.rs '        self.drain(&mut queue);
-        if waiter.is_granted() {' '        if waiter.is_granted() {' ;;
+        mutate src/state.rs '        if prev.available() <= 0 {' '        if prev.available() <= 0 || true {' ;;
     dropped_async_forgets_grant)
         mutate src/future.rs '                bulkhead.sem().release();
 ' '' ;;
     sync_timeout_forgets_grant)
-        mutate src/blocking.rs 'if sem.withdraw(&waiter) {' 'if !sem.withdraw(&waiter) && false {' ;;
+        mutate src/blocking.rs 'return sem.withdraw(key);' 'return sem.withdraw(key).filter(|o| *o != Outcome::Granted);' ;;
     shrink_revokes_in_flight)
-        mutate src/state.rs 'Word::encode(word.available() + delta, limit,' 'Word::encode((word.available() + delta).max(0), limit,' ;;
+        mutate src/state.rs 'Word::encode(word.available() + delta, limit, flags)' 'Word::encode((word.available() + delta).max(0), limit, flags)' ;;
     grow_does_not_serve_waiters)
         mutate src/state.rs '        if new.has_waiters() && new.available() > 0 {
             self.release_slow();
         }' '' ;;
     try_acquire_barges)
-        mutate src/state.rs 'self.0 & WAITERS == 0 && (self.0 as i64) >= ONE_PERMIT as i64' '(self.0 as i64) >= ONE_PERMIT as i64' ;;
+        mutate src/state.rs 'self.0 & (WAITERS | CLOSED) == 0 && (self.0 as i64) >= ONE_PERMIT as i64' 'self.0 & CLOSED == 0 && (self.0 as i64) >= ONE_PERMIT as i64' ;;
     waiter_cap_off_by_one)
         mutate src/state.rs 'queue.live >= max' 'queue.live > max' ;;
+    withdraw_leaves_slot_linked)
+        mutate src/state.rs '            SlotState::Queued => {
+                queue.unlink(true, key.index);' '            SlotState::Queued => {
+                queue.live -= 1;' ;;
+    repoll_keeps_stale_waker)
+        mutate src/state.rs 'wake => *wake = Some(Wake::Task(waker.clone())),' '_ => {}' ;;
+    no_timer_deadline_never_checked)
+        mutate src/future.rs '                sem.clock.now() >= deadline
+            }),' '                sem.clock.now() >= deadline && false
+            }),' ;;
+    slab_never_shrinks)
+        mutate src/state.rs 'if self.slots.capacity() > Self::RETAINED_CAPACITY {
+                self.slots = Vec::new();
+            } else {
+                self.slots.clear();
+            }
+            self.free = NIL;
+        } else {' 'self.slots[key.index as usize].next = self.free;
+            self.free = key.index;
+        } else {' ;;
+    close_strands_queued_waiters)
+        mutate src/state.rs '                match queue.pop_front(true, SlotState::Closed) {' '                match None::<Option<Wake>> {' ;;
+    close_clears_waiters_flag)
+        mutate src/state.rs '                if !word.is_closed() {
+                    self.clear_waiters_flag();
+                    return false;
+                }' '                if !word.is_closed() {
+                    self.clear_waiters_flag();
+                    return false;
+                }
+                self.clear_waiters_flag();' ;;
+    fast_path_ignores_closed)
+        mutate src/state.rs 'self.0 & (WAITERS | CLOSED) == 0 && (self.0 as i64) >= ONE_PERMIT as i64' 'self.0 & WAITERS == 0 && (self.0 as i64) >= ONE_PERMIT as i64' ;;
+    enqueue_ignores_closed)
+        mutate src/state.rs '            Err(word) if word.is_closed() => return Enqueued::Closed,
+' '' ;;
+    drain_forgets_drainers)
+        mutate src/state.rs '                    match queue.pop_front(false, SlotState::Drained) {
+                        Some(wake) => wakes.push(wake),' '                    match queue.pop_front(false, SlotState::Drained) {
+                        Some(_) => {}' ;;
+    blocking_check_off)
+        mutate src/blocking.rs '    if runs_async_tasks() {' '    if runs_async_tasks() && false {' ;;
     release_relaxed)
         mutate src/state.rs 'fetch_add(ONE_PERMIT, Ordering::Release)' 'fetch_add(ONE_PERMIT, Ordering::Relaxed)' ;;
     acquire_cas_relaxed)
@@ -162,10 +222,6 @@ apply() {
         mutate src/state.rs '                    word.0.wrapping_sub(ONE_PERMIT),
                     Ordering::Acquire,' '                    word.0.wrapping_sub(ONE_PERMIT),
                     Ordering::Relaxed,' ;;
-    granted_store_relaxed)
-        mutate src/state.rs 'waiter.state.store(GRANTED, Ordering::Release)' 'waiter.state.store(GRANTED, Ordering::Relaxed)' ;;
-    is_granted_relaxed)
-        mutate src/state.rs 'self.state.load(Ordering::Acquire) == GRANTED' 'self.state.load(Ordering::Relaxed) == GRANTED' ;;
     *)
         echo "unknown mutant $1" >&2
         return 1 ;;

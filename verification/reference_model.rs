@@ -84,6 +84,8 @@ enum Op {
     PanickingCall {
         queued: usize,
     },
+    /// `close`: refuses every queued acquire and every newcomer, for good.
+    Close,
 }
 
 fn config_strategy() -> impl Strategy<Value = Config> {
@@ -105,6 +107,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         2 => any::<usize>().prop_map(Op::DropPending),
         1 => config_strategy().prop_map(Op::ChangeConfig),
         1 => (0..=2usize).prop_map(|queued| Op::PanickingCall { queued }),
+        1 => Just(Op::Close),
     ]
 }
 
@@ -118,6 +121,10 @@ struct Model {
     queue: VecDeque<u64>,
     /// Queued callers that were handed a permit and have not been polled since.
     granted: HashSet<u64>,
+    /// Whether `close` ran.
+    closed: bool,
+    /// Queued callers that `close` refused and have not been polled since.
+    refused: HashSet<u64>,
 }
 
 impl Model {
@@ -127,11 +134,28 @@ impl Model {
             available: config.limit as i64,
             queue: VecDeque::new(),
             granted: HashSet::new(),
+            closed: false,
+            refused: HashSet::new(),
         }
     }
 
     fn free_for_newcomer(&self) -> bool {
-        self.queue.is_empty() && self.available > 0
+        !self.closed && self.queue.is_empty() && self.available > 0
+    }
+
+    /// Refuses every queued caller; permits free and in flight are untouched.
+    fn close(&mut self) {
+        self.closed = true;
+        self.refused.extend(self.queue.drain(..));
+    }
+
+    /// The reason a newcomer that found no free permit and may not wait is given.
+    fn refusal(&self) -> RejectReason {
+        if self.closed {
+            RejectReason::Closed
+        } else {
+            RejectReason::Full
+        }
     }
 
     /// Hands free permits to the oldest queued callers.
@@ -244,7 +268,7 @@ impl<'a> Harness<'a> {
             self.permits.push(result.expect("the model has a free permit"));
         } else {
             let err = result.expect_err("the model has no permit for a newcomer");
-            self.expect_full(&err, RejectReason::Full);
+            self.expect_full(&err, self.model.refusal());
         }
     }
 
@@ -276,7 +300,9 @@ impl<'a> Harness<'a> {
             Poll::Ready(Err(err)) => {
                 assert!(!free, "refused ({err}), but a permit was free");
                 assert_eq!(armed, 0, "armed a sleep without queueing");
-                let reason = if config.wait == Wait::Zero {
+                let reason = if self.model.closed {
+                    RejectReason::Closed
+                } else if config.wait == Wait::Zero {
                     RejectReason::Full
                 } else {
                     assert!(over_cap, "refused ({err}) below the waiter cap");
@@ -286,6 +312,7 @@ impl<'a> Harness<'a> {
             }
             Poll::Pending => {
                 assert!(!free, "queued while a permit was free");
+                assert!(!self.model.closed, "queued on a closed bulkhead");
                 assert_ne!(config.wait, Wait::Zero, "queued with a zero max wait");
                 assert!(!over_cap, "queued beyond the waiter cap");
                 assert_eq!(armed, usize::from(config.wait == Wait::Hour), "make_sleep calls");
@@ -312,6 +339,16 @@ impl<'a> Harness<'a> {
         let timed = expire && pending.wait == Wait::Hour;
         let wait = pending.wait.duration();
         let granted = self.model.granted.contains(&id);
+        if self.model.refused.remove(&id) {
+            match pending.poll() {
+                Poll::Ready(Err(err)) => self.expect_full(&err, RejectReason::Closed),
+                other => {
+                    panic!("acquire {id} queued before close: {:?}", other.map(|r| r.map(drop)))
+                }
+            }
+            self.pending.remove(i);
+            return;
+        }
         match pending.poll() {
             Poll::Ready(Ok(permit)) => {
                 assert!(granted, "pending acquire {id} got a permit the model did not grant");
@@ -353,6 +390,8 @@ impl<'a> Harness<'a> {
         if self.model.granted.remove(&id) {
             // A permit granted to a dropped acquire passes on to the next waiter.
             self.model.release();
+        } else if self.model.refused.remove(&id) {
+            // Refused by close: it held nothing.
         } else {
             self.model.withdraw(id);
         }
@@ -367,7 +406,7 @@ impl<'a> Harness<'a> {
         if !self.model.free_for_newcomer() {
             if self.model.config.wait == Wait::Zero {
                 let err = self.bulkhead.call(|| unreachable!("refused")).expect_err("full");
-                self.expect_full(&err, RejectReason::Full);
+                self.expect_full(&err, self.model.refusal());
             }
             // Otherwise `call` would block this (only) thread: skip.
             return;
@@ -401,6 +440,19 @@ impl<'a> Harness<'a> {
             Op::DropPending(i) => self.drop_pending(i),
             Op::ChangeConfig(config) => self.change_config(config),
             Op::PanickingCall { queued } => self.panicking_call(queued),
+            Op::Close => {
+                assert_eq!(self.bulkhead.close(), !self.model.closed, "close reports the first");
+                self.model.close();
+                for pending in &self.pending {
+                    if self.model.refused.contains(&pending.id) {
+                        assert!(
+                            pending.waker.0.load(SeqCst) > 0,
+                            "close did not wake queued acquire {}",
+                            pending.id
+                        );
+                    }
+                }
+            }
         }
     }
 
@@ -421,6 +473,9 @@ impl<'a> Harness<'a> {
             "in flight: {m:?}"
         );
         assert_eq!(m.waiting_calls(), model.queue.len(), "waiting: {m:?}");
+        assert_eq!(m.is_closed(), model.closed, "closed: {m:?}");
+        let drained = model.closed && limit - model.available == 0;
+        assert_eq!(self.bulkhead.wait_drained(Duration::ZERO), drained, "drained: {m:?}");
         // Every permit in flight is held by the harness or granted to a pending acquire.
         assert_eq!(
             (self.permits.len() + model.granted.len()) as i64,

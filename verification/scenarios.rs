@@ -624,3 +624,158 @@ pub fn panicking_call_releases_permit(panickers: usize, callers: usize) {
     occupancy.check(ran.load(SeqCst));
     assert_quiescent(&bulkhead, 1);
 }
+
+/// After `close` and the last release: closed, every permit back and none takeable, nobody
+/// in flight or queued, and a drain wait is over at once.
+pub fn assert_closed_and_drained(bulkhead: &Bulkhead, limit: usize) {
+    let m = bulkhead.metrics();
+    assert!(m.is_closed(), "not closed: {m:?}");
+    assert_eq!(m.available_concurrent_calls(), limit, "permits not all back: {m:?}");
+    assert_eq!(m.in_flight_calls(), 0, "calls still in flight: {m:?}");
+    assert_eq!(m.waiting_calls(), 0, "waiters stranded: {m:?}");
+    let refused = bulkhead.try_acquire().map(drop).expect_err("a closed bulkhead admitted a call");
+    assert_eq!(refused.reason(), RejectReason::Closed);
+    assert!(bulkhead.wait_drained(Duration::ZERO), "closed with nothing in flight, not drained");
+}
+
+/// How a waiter in the close scenarios waits.
+#[derive(Clone, Copy, Debug)]
+pub enum Waits {
+    /// `acquire()`, unbounded.
+    Sync,
+    /// `acquire_async()`, unbounded.
+    Async,
+    /// `acquire_timeout(5 ns)`: the model clock is advanced past it by another thread.
+    SyncTimed,
+    /// `acquire_async()` on a bulkhead whose max wait is 5 ns, clock advanced likewise.
+    AsyncTimed,
+    /// `acquire_async()` polled once, then dropped (cancelled) by its thread.
+    Cancelled,
+}
+
+/// A one-permit bulkhead whose permit is held; a waiter queues (`waits`); then `close`, the
+/// release of the held permit, and (for timed waits) the deadline all race. The waiter ends
+/// exactly once: granted (it works and releases; only if the release beat the close),
+/// refused `Closed`, or `WaitTimedOut`. Then the bulkhead is closed and drained, with every
+/// permit back: close never loses nor creates a permit, and never strands a waiter.
+pub fn close_racing_waiter_release_and_deadline(waits: Waits) {
+    const DEADLINE: u64 = 5;
+    let timed = matches!(waits, Waits::SyncTimed | Waits::AsyncTimed);
+    let wait = if matches!(waits, Waits::AsyncTimed) {
+        Duration::from_nanos(DEADLINE)
+    } else {
+        Duration::MAX
+    };
+    let bulkhead = bulkhead("close_racing", 1, wait, None);
+    let occupancy = Occupancy::new(1);
+    let held = bulkhead.try_acquire_owned().expect("free");
+    occupancy.work();
+    let entries = Arc::new(AtomicUsize::new(1));
+    let waiter = {
+        let (bulkhead, occupancy, entries) =
+            (Arc::clone(&bulkhead), Arc::clone(&occupancy), Arc::clone(&entries));
+        rt::spawn(move || {
+            let outcome = match waits {
+                Waits::Sync => bulkhead.acquire().map(drop_after_work(&occupancy, &entries)),
+                Waits::SyncTimed => bulkhead
+                    .acquire_timeout(Duration::from_nanos(DEADLINE))
+                    .map(drop_after_work(&occupancy, &entries)),
+                Waits::Async | Waits::AsyncTimed => rt::block_on(bulkhead.acquire_async())
+                    .map(drop_after_work(&occupancy, &entries)),
+                Waits::Cancelled => {
+                    let waker = futures::task::noop_waker();
+                    let mut acquire = Box::pin(bulkhead.acquire_async());
+                    match acquire.as_mut().poll(&mut Context::from_waker(&waker)) {
+                        Poll::Ready(result) => result.map(drop_after_work(&occupancy, &entries)),
+                        // Dropped while queued, or holding a grant it never saw: either way
+                        // nothing may be lost.
+                        Poll::Pending => Ok(()),
+                    }
+                }
+            };
+            if let Err(err) = outcome {
+                let expected = if timed {
+                    matches!(err.reason(), RejectReason::Closed | RejectReason::WaitTimedOut)
+                } else {
+                    err.reason() == RejectReason::Closed
+                };
+                assert!(expected, "unexpected refusal: {err}");
+            }
+        })
+    };
+    let closer = {
+        let bulkhead = Arc::clone(&bulkhead);
+        rt::spawn(move || {
+            bulkhead.close();
+        })
+    };
+    let clock =
+        timed.then(|| rt::spawn(|| bulkhead::model::advance_to(Duration::from_nanos(DEADLINE))));
+    drop(held);
+    join(waiter);
+    join(closer);
+    if let Some(clock) = clock {
+        join(clock);
+    }
+    occupancy.check(entries.load(SeqCst));
+    assert_closed_and_drained(&bulkhead, 1);
+}
+
+/// The protected work, then the permit's release.
+fn drop_after_work<'a, P>(
+    occupancy: &'a Occupancy,
+    entries: &'a AtomicUsize,
+) -> impl FnOnce(P) + 'a {
+    move |permit| {
+        occupancy.work();
+        entries.fetch_add(1, SeqCst);
+        drop(permit);
+    }
+}
+
+/// A thread waits for the drain (unbounded) while `close` and the last release race: the
+/// release that leaves nothing in flight must complete the drain wait, whichever comes first
+/// (a lost wake-up is a deadlock the checker reports). With `async_drain` the wait is the
+/// `drained()` future.
+pub fn drain_wait_racing_close_and_last_release(async_drain: bool) {
+    let bulkhead = bulkhead("drain_racing", 2, Duration::MAX, None);
+    let a = bulkhead.try_acquire_owned().expect("free");
+    let b = bulkhead.try_acquire_owned().expect("free");
+    let drainer = {
+        let bulkhead = Arc::clone(&bulkhead);
+        rt::spawn(move || {
+            if async_drain {
+                rt::block_on(bulkhead.drained());
+            } else {
+                assert!(bulkhead.wait_drained(Duration::MAX));
+            }
+        })
+    };
+    let releaser = rt::spawn(move || drop(b));
+    bulkhead.close();
+    drop(a);
+    join(releaser);
+    join(drainer);
+    assert_closed_and_drained(&bulkhead, 2);
+}
+
+/// A queued future is re-polled with a *different* waker (as `block_on` does after a first
+/// poll by hand) while another thread's release grants it the permit. Register-then-check
+/// must hold: either the re-poll sees the grant, or the grant wakes the new waker. A grant
+/// that woke only the stale waker leaves `block_on` parked forever: a deadlock.
+pub fn repoll_with_new_waker_racing_grant_is_woken() {
+    let bulkhead = bulkhead("repoll_new_waker", 1, Duration::MAX, None);
+    let occupancy = Occupancy::new(1);
+    let held = bulkhead.try_acquire_owned().expect("free");
+    occupancy.work();
+    let stale = futures::task::noop_waker();
+    let mut acquire = Box::pin(bulkhead.acquire_async());
+    assert!(acquire.as_mut().poll(&mut Context::from_waker(&stale)).is_pending(), "queued");
+    let releaser = rt::spawn(move || drop(held));
+    let permit = rt::block_on(acquire).expect("granted");
+    occupancy.work();
+    drop(permit);
+    join(releaser);
+    occupancy.check(2);
+    assert_quiescent(&bulkhead, 1);
+}

@@ -172,6 +172,14 @@ scenarios! {
     grow_serves_queued_waiters => crate::scenarios::grow_serves_queued_waiters(1);
     waiter_cap_holds_under_races => crate::scenarios::waiter_cap_holds_under_races(1, 2);
     panicking_call_releases_permit => crate::scenarios::panicking_call_releases_permit(1, 1);
+    close_racing_sync_waiter_and_release => crate::scenarios::close_racing_waiter_release_and_deadline(crate::scenarios::Waits::Sync);
+    close_racing_async_waiter_and_release => crate::scenarios::close_racing_waiter_release_and_deadline(crate::scenarios::Waits::Async);
+    close_racing_sync_timeout_and_release => crate::scenarios::close_racing_waiter_release_and_deadline(crate::scenarios::Waits::SyncTimed);
+    close_racing_async_timeout_and_release => crate::scenarios::close_racing_waiter_release_and_deadline(crate::scenarios::Waits::AsyncTimed);
+    close_racing_cancelled_acquire_and_release => crate::scenarios::close_racing_waiter_release_and_deadline(crate::scenarios::Waits::Cancelled);
+    drain_wait_racing_close_and_last_release => crate::scenarios::drain_wait_racing_close_and_last_release(false);
+    drained_future_racing_close_and_last_release => crate::scenarios::drain_wait_racing_close_and_last_release(true);
+    repoll_with_new_waker_racing_grant_is_woken => crate::scenarios::repoll_with_new_waker_racing_grant_is_woken();
 
     // Larger than loom can explore: 4 to 8 threads and tasks.
     never_exceeds_limit_six_on_one_three_rounds => crate::scenarios::never_exceeds_limit(6, 1, 3);
