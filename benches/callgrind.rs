@@ -39,7 +39,55 @@ const OPS: &[(&str, &str)] = &[
     ("round_bulkhead_unbounded", "waiting round: 2 tasks, 1 permit, acquire_async (unbounded)"),
     ("round_tokio_bounded", "waiting round: 2 tasks, 1 permit, timeout(10 s, acquire())"),
     ("round_tokio_unbounded", "waiting round: 2 tasks, 1 permit, tokio acquire()"),
+    ("round_floor", "waiting round floor: 2 tasks, 1 permit, a flag and one waker slot"),
 ];
+
+/// The floor of a waiting round: a one-permit hand-off between two tasks with nothing but a
+/// flag and one waker slot under a lock (no queue, no timer, no accounting, no names). What
+/// a round costs with it is what the runtime costs: yield, wake, reschedule.
+#[derive(Default)]
+struct Floor(parking_lot::Mutex<FloorState>);
+
+#[derive(Default)]
+struct FloorState {
+    held: bool,
+    granted: bool,
+    waiter: Option<std::task::Waker>,
+}
+
+struct FloorPermit(Arc<Floor>);
+
+impl Drop for FloorPermit {
+    fn drop(&mut self) {
+        let mut state = self.0 .0.lock();
+        match state.waiter.take() {
+            Some(waker) => {
+                state.granted = true;
+                drop(state);
+                waker.wake();
+            }
+            None => state.held = false,
+        }
+    }
+}
+
+async fn floor_acquire(floor: Arc<Floor>) -> FloorPermit {
+    std::future::poll_fn(|cx| {
+        let mut state = floor.0.lock();
+        if state.granted {
+            state.granted = false;
+            return std::task::Poll::Ready(());
+        }
+        if !state.held {
+            state.held = true;
+            return std::task::Poll::Ready(());
+        }
+        state.waiter = Some(cx.waker().clone());
+        std::task::Poll::Pending
+    })
+    .await;
+    FloorPermit(floor)
+}
 
 /// The bound of the bounded rounds. The guide's max wait is 100 ms, but under valgrind on a
 /// loaded machine a 100 ms timer can expire mid-run; a timer's cost does not depend on its
@@ -174,6 +222,7 @@ fn run(op: &str, n: u64) -> Result<(), String> {
                 s.acquire_owned().await.expect("open")
             })
         }
+        "round_floor" => rounds(&rt, Arc::new(Floor::default()), n, floor_acquire),
         _ => return Err(format!("unknown op {op:?}; `callgrind list` prints the ops")),
     }
     Ok(())

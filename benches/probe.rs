@@ -254,9 +254,44 @@ fn deadline() {
     println!("[{}]", items.join(",\n"));
 }
 
+/// `size_of` the futures a caller holds while it waits, ours and tokio's, as JSON.
+fn sizes() {
+    use std::mem::size_of_val;
+    let bulkhead = Arc::new(bulkhead(1, Duration::from_millis(100)));
+    let sem = Arc::new(tokio::sync::Semaphore::new(1));
+    // tokio's timeout needs a runtime to be built in.
+    let runtime = current_thread_runtime();
+    let _entered = runtime.enter();
+    let rows = [
+        ("bulkhead Acquire (acquire_async)", size_of_val(&bulkhead.acquire_async())),
+        (
+            "bulkhead AcquireOwned (acquire_owned_async)",
+            size_of_val(&bulkhead.acquire_owned_async()),
+        ),
+        (
+            "bulkhead call_async(ready(())) future",
+            size_of_val(&bulkhead.call_async(std::future::ready(()))),
+        ),
+        ("bulkhead Drained (drained)", size_of_val(&bulkhead.drained())),
+        ("tokio Semaphore::acquire()", size_of_val(&sem.acquire())),
+        ("tokio Semaphore::acquire_owned()", size_of_val(&Arc::clone(&sem).acquire_owned())),
+        (
+            "tokio timeout(100 ms, acquire())",
+            size_of_val(&tokio::time::timeout(Duration::from_millis(100), sem.acquire())),
+        ),
+        ("tokio::time::Sleep", std::mem::size_of::<tokio::time::Sleep>()),
+    ];
+    let items: Vec<String> = rows
+        .iter()
+        .map(|(what, bytes)| format!("{{\"what\": \"{what}\", \"bytes\": {bytes}}}"))
+        .collect();
+    println!("[{}]", items.join(",\n"));
+}
+
 fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("allocs") => allocs(),
+        Some("sizes") => sizes(),
         Some("deadline") => deadline(),
         // `cargo bench` runs every bench target with `--bench`: nothing to do here.
         _ => {}

@@ -61,12 +61,19 @@ impl Core {
 
     /// Called on drop: a queued future leaves the queue; a permit granted to it but never
     /// returned is released, which hands it to the next waiter.
+    #[inline]
     fn cancel(&mut self, bulkhead: &Bulkhead) {
-        if let Some(key) = self.key.take() {
-            if bulkhead.sem().withdraw(key) == Some(Outcome::Granted) {
-                // Never handed to the caller, so no `CallPermitted`/`CallFinished` pair.
-                bulkhead.sem().release();
-            }
+        if let Some(key) = self.key {
+            Self::withdraw(key, bulkhead);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn withdraw(key: WaitKey, bulkhead: &Bulkhead) {
+        if bulkhead.sem().withdraw(key) == Some(Outcome::Granted) {
+            // Never handed to the caller, so no `CallPermitted`/`CallFinished` pair.
+            bulkhead.sem().release();
         }
     }
 
@@ -78,7 +85,26 @@ impl Core {
         cx: &mut Context<'_>,
         arm: impl FnOnce(Duration) -> Option<S>,
     ) -> Poll<Result<(), BulkheadFull>> {
-        let poll = self.poll_wait(timer.as_mut(), bulkhead, cx, arm);
+        let just_queued = self.key.is_none();
+        if just_queued {
+            // First poll: the fast path, or a refusal that needs no queue, decided inline.
+            assert!(!self.done, "a bulkhead acquire future was polled after it completed");
+            let sem = bulkhead.sem();
+            let word = match sem.try_acquire() {
+                Ok(word) => {
+                    bulkhead.permitted(word);
+                    return self.done_with(Ok(()));
+                }
+                Err(word) => word,
+            };
+            if word.is_closed() || bulkhead.max_wait_is_zero() {
+                return self.done_with(Err(bulkhead.refuse(word)));
+            }
+            if let Some(done) = self.start_wait(timer.as_mut(), bulkhead, cx, arm) {
+                return done;
+            }
+        }
+        let poll = self.poll_queued(timer.as_mut(), bulkhead, cx, just_queued);
         if poll.is_ready() && matches!(timer.as_mut().project(), TimerProj::On { .. }) {
             // Done: disarm the timer now, not when the future is dropped.
             timer.set(Timer::Off);
@@ -86,38 +112,23 @@ impl Core {
         poll
     }
 
-    #[inline]
-    fn poll_wait<S: Future<Output = ()>>(
+    /// A queued wait: checks its slot (unless it was queued by this very poll, with this
+    /// waker), then its timer or deadline.
+    fn poll_queued<S: Future<Output = ()>>(
         &mut self,
-        mut timer: Pin<&mut Timer<S>>,
+        timer: Pin<&mut Timer<S>>,
         bulkhead: &Bulkhead,
         cx: &mut Context<'_>,
-        arm: impl FnOnce(Duration) -> Option<S>,
+        just_queued: bool,
     ) -> Poll<Result<(), BulkheadFull>> {
         let sem = bulkhead.sem();
-        match self.key {
-            Some(key) => match sem.poll_wait(key, Some(cx.waker())) {
-                None => {}
-                Some(outcome) => {
-                    self.key = None;
-                    return self.finish(bulkhead, outcome);
-                }
-            },
-            None => {
-                assert!(!self.done, "a bulkhead acquire future was polled after it completed");
-                let word = match sem.try_acquire() {
-                    Ok(word) => {
-                        bulkhead.permitted(word);
-                        return self.done_with(Ok(()));
-                    }
-                    Err(word) => word,
-                };
-                if word.is_closed() || bulkhead.max_wait_is_zero() {
-                    return self.done_with(Err(bulkhead.refuse(word)));
-                }
-                if let Some(done) = self.start_wait(timer.as_mut(), bulkhead, cx, arm) {
-                    return done;
-                }
+        let Some(key) = self.key else {
+            unreachable!("a queued future has a wait key");
+        };
+        if !just_queued {
+            if let Some(outcome) = sem.poll_wait(key, Some(cx.waker())) {
+                self.key = None;
+                return self.finish(bulkhead, outcome);
             }
         }
         // Still queued: has the wait run out? With a timer, only when it fires; without one,
