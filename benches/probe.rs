@@ -126,6 +126,21 @@ fn allocs() {
         }),
     );
     row("fast", "bulkhead call", per_op(N, || drop(black_box(free.call(|| black_box(1))))));
+    let hand = Arc::new(bulkhead(1, Duration::MAX));
+    let mut holder = Some(hand.try_acquire_owned().expect("one free permit"));
+    row(
+        "slow",
+        "bulkhead acquire_owned_async that queues, then is granted by a release",
+        per_op(N, || {
+            let mut fut = std::pin::pin!(hand.acquire_owned_async());
+            assert!(fut.as_mut().poll(&mut cx).is_pending(), "queued");
+            drop(holder.take());
+            match fut.as_mut().poll(&mut cx) {
+                std::task::Poll::Ready(Ok(permit)) => holder = Some(permit),
+                _ => panic!("granted by the release"),
+            }
+        }),
+    );
     row(
         "slow",
         "bulkhead acquire_timeout(1 µs) that queues and times out",

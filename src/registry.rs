@@ -453,6 +453,50 @@ impl BulkheadRegistry {
         self.inner.read().entries.values().map(|e| Arc::clone(&e.bulkhead)).collect()
     }
 
+    /// Closes every registered bulkhead ([`Bulkhead::close`]) for a graceful shutdown, and
+    /// returns how many this call closed. Closed bulkheads stay registered (and closed):
+    /// [`bulkhead`](Self::bulkhead) returns them as they are; [`remove`](Self::remove) one
+    /// to have the next look-up build a fresh, open bulkhead.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{BulkheadRegistry, RejectReason};
+    /// let registry = BulkheadRegistry::default();
+    /// let bank = registry.bulkhead("bank");
+    /// registry.bulkhead("ledger");
+    /// let in_flight = bank.try_acquire()?;
+    /// assert_eq!(registry.close_all(), 2);
+    /// assert_eq!(registry.close_all(), 0, "already closed");
+    /// assert_eq!(registry.bulkhead("bank").try_acquire().unwrap_err().reason(), RejectReason::Closed);
+    /// assert!(!registry.wait_drained(Duration::ZERO), "a call is still in flight");
+    /// drop(in_flight);
+    /// assert!(registry.wait_drained(Duration::from_secs(1)));
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn close_all(&self) -> usize {
+        self.all().iter().filter(|bulkhead| bulkhead.close()).count()
+    }
+
+    /// Waits until every registered bulkhead is closed and drained, for at most `timeout`
+    /// in all. Returns `true` if they all are.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread for up to `timeout`; in async code, await
+    /// [`Bulkhead::drained`] on each of [`all`](Self::all) instead.
+    ///
+    /// # Panics
+    ///
+    /// As [`Bulkhead::wait_drained`]: if it would wait on a thread that polls async tasks.
+    pub fn wait_drained(&self, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now().checked_add(timeout);
+        self.all().iter().all(|bulkhead| {
+            let left = deadline
+                .map_or(timeout, |d| d.saturating_duration_since(std::time::Instant::now()));
+            bulkhead.wait_drained(left)
+        })
+    }
+
     /// The names of every registered bulkhead, sorted.
     ///
     /// ```

@@ -516,3 +516,32 @@ async fn instrumented_layer_exports_gauges_and_wait_times() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_refuses_queued_and_new_requests_and_lets_the_call_in_flight_finish() {
+    let downstream = Downstream::start().await;
+    let bank = bulkhead("tower-close", 1, Duration::from_secs(60));
+    let client =
+        ServiceBuilder::new().layer(BulkheadLayer::new(Arc::clone(&bank))).service(http_client());
+
+    let first = tokio::spawn(client.clone().oneshot(get(&downstream.url())));
+    eventually("the first request at the server", || {
+        downstream.in_flight.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let queued = tokio::spawn(client.clone().oneshot(get(&downstream.url())));
+    eventually("the second request queued", || bank.metrics().waiting_calls() == 1).await;
+
+    assert!(bank.close());
+    let err = guarded("the queued request", queued).await.unwrap().unwrap_err();
+    assert_eq!(as_full(&err).reason(), RejectReason::Closed);
+    let err =
+        guarded("a new request", client.clone().oneshot(get(&downstream.url()))).await.unwrap_err();
+    assert_eq!(as_full(&err).reason(), RejectReason::Closed);
+
+    downstream.open_gate();
+    let status = guarded("the first response", first).await.unwrap().unwrap().status();
+    assert_eq!(status, StatusCode::OK, "the call in flight finished normally");
+    guarded("the drain", bank.drained()).await;
+    assert_eq!(downstream.requests.load(Ordering::SeqCst), 1, "refused calls never left");
+}
