@@ -62,6 +62,6 @@ per() { python3 -c "print(f'{($2 - $1) / $3:.1f}')"; }
     echo "| future (\`size_of\`) | bytes |"
     echo "|---|---:|"
     "$PROBE" sizes | python3 -c 'import json,sys
-for row in json.load(sys.stdin): print(f"| {row[\"what\"]} | {row[\"bytes\"]} |")'
+for row in json.load(sys.stdin): print("| %s | %d |" % (row["what"], row["bytes"]))'
 } >"$OUT"
 echo "== wrote $OUT" >&2
