@@ -10,6 +10,13 @@
 //!   says so (after all of them are queued): deterministic `WaitTimedOut`s;
 //! * 1 000 tokio tasks `tokio::time::timeout(1 s, acquire_async())`: dropped futures;
 //! * 300 std threads `acquire_timeout(1 s)`: real deadlines on the engine's clock.
+//!
+//! Before any baseline, [`warm_up`] pays the one-time costs of the libraries under the
+//! bulkhead: tokio's and std's global initialisation, and parking_lot's global table of
+//! parked threads, which grows (and never shrinks) with the most threads that ever parked at
+//! once. Under load, the sync threads of a storm contend on the queue lock and park; without
+//! the warm-up, the storm that first parks many of them grows that table by up to 129 216
+//! bytes, which the whole-process figure then blames on the storm (RELIABILITY.md, R8).
 
 use std::alloc::System;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -29,11 +36,17 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 const FIRED_BY_TEST: usize = 8_700;
 const TOKIO_TIMEOUTS: usize = 1_000;
 const SYNC_THREADS: usize = 300;
+/// Worker threads of each storm's tokio runtime.
+const WORKER_THREADS: usize = 2;
 const TOTAL: usize = FIRED_BY_TEST + TOKIO_TIMEOUTS + SYNC_THREADS;
 /// The wait given to the tokio-timeout tasks and the sync threads.
 const SHORT_WAIT: Duration = Duration::from_secs(1);
 /// Hang guard for the conditions the test waits for.
 const HANG_GUARD: Duration = Duration::from_secs(120);
+/// Threads the warm-up parks at once on a parking_lot lock: twice what a storm can have
+/// alive (its sync threads, its runtime's workers), so parking_lot's table is already as
+/// large as any storm can need, with room for the main thread and the test harness's own.
+const WARM_UP_PARKERS: usize = 2 * (SYNC_THREADS + WORKER_THREADS);
 /// What a queue that kept its slot array after a storm would hold on to: one pointer per
 /// slot, `TOTAL` rounded up to the power of two `VecDeque` grows to.
 const SLOT_ARRAY: isize = (TOTAL.next_power_of_two() * std::mem::size_of::<usize>()) as isize;
@@ -43,6 +56,12 @@ fn live_bytes() -> isize {
     // stats_alloc already adds a realloc's growth to `bytes_allocated` (and its shrinkage to
     // `bytes_deallocated`); `bytes_reallocated` is the same delta again, so it is not added.
     s.bytes_allocated as isize - s.bytes_deallocated as isize
+}
+
+/// Threads of this process, from /proc/self/status (Linux); `None` elsewhere.
+fn threads_alive() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find_map(|line| line.strip_prefix("Threads:")?.trim().parse().ok())
 }
 
 /// Resident set size from /proc/self/statm (Linux), in KiB; `None` elsewhere.
@@ -61,13 +80,69 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 fn runtime() -> Runtime {
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKER_THREADS)
+        .enable_all()
+        .build()
+        .unwrap();
     // Warm up the timer and task machinery, so a baseline is not flattered.
     runtime.block_on(async {
         tokio::spawn(tokio::time::sleep(Duration::from_millis(1))).await.unwrap();
     });
     runtime
+}
+
+/// Parks `WARM_UP_PARKERS` threads at once on a parking_lot condition variable, then lets
+/// them go.
+///
+/// parking_lot (the bulkhead's queue lock) keeps one process-wide hash table of parked
+/// threads: each thread that first parks on any parking_lot primitive gets a thread-local
+/// record, and the table is then grown to 3 buckets (64 bytes each) per live record, rounded
+/// up to a power of two. A table it outgrows is never freed (parking_lot keeps every table it
+/// ever published). How many storm threads park depends on scheduling: on a quiet machine
+/// few do, under load many do. Having more threads park here than a storm can have alive
+/// sizes the table for any storm before the baselines are taken.
+fn grow_parking_table() {
+    // (threads parked, may leave)
+    let gate = Arc::new((parking_lot::Mutex::new((0, false)), parking_lot::Condvar::new()));
+    let threads: Vec<_> = (0..WARM_UP_PARKERS)
+        .map(|_| {
+            let gate = Arc::clone(&gate);
+            std::thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    let (lock, leave) = &*gate;
+                    let mut state = lock.lock();
+                    state.0 += 1;
+                    while !state.1 {
+                        // Parks through parking_lot's table; unlocks only once parked.
+                        leave.wait(&mut state);
+                    }
+                })
+                .unwrap()
+        })
+        .collect();
+    // A thread counts itself under the lock and releases the lock only from inside `wait`, so
+    // once the count is complete every thread has parked and none has left yet.
+    wait_until("the warm-up threads park", || gate.0.lock().0 == WARM_UP_PARKERS);
+    gate.0.lock().1 = true;
+    gate.1.notify_all();
+    for t in threads {
+        t.join().expect("warm-up thread panicked");
+    }
+}
+
+/// Pays the one-time costs of tokio, std and parking_lot before any baseline is taken.
+fn warm_up() {
+    // tokio's and std's global initialisation.
+    drop(runtime());
+    let before = live_bytes();
+    grow_parking_table();
+    // Printed only: what parking_lot kept (its tables), the first time in this process.
+    println!(
+        "warm-up: {WARM_UP_PARKERS} threads parked at once; the heap kept {} bytes",
+        live_bytes() - before
+    );
 }
 
 fn full_bulkhead() -> (Arc<Bulkhead>, OwnedPermit) {
@@ -85,6 +160,8 @@ fn full_bulkhead() -> (Arc<Bulkhead>, OwnedPermit) {
 /// What one storm measured, heap figures relative to the live heap just before it.
 struct Storm {
     peak_waiting: usize,
+    /// Threads alive at the first sample of the peak (all sync threads spawned).
+    threads: Option<usize>,
     peak_heap: isize,
     after_heap: isize,
     rss_kib: (Option<u64>, Option<u64>, Option<u64>),
@@ -98,10 +175,11 @@ impl std::fmt::Display for Storm {
         let (base, peak, after) = self.rss_kib;
         write!(
             f,
-            "{TOTAL} waiters, peak waiting {}; live heap +{:.1} KiB at the peak, +{:.1} KiB after; \
+            "{TOTAL} waiters, peak waiting {}, {:?} threads; live heap +{:.1} KiB at the peak, +{:.1} KiB after; \
              RSS KiB {base:?} -> peak {peak:?} -> after {after:?}; first wave ({FIRED_BY_TEST}) \
              queued in {:?}, storm over in {:?}",
             self.peak_waiting,
+            self.threads,
             kib(self.peak_heap),
             kib(self.after_heap),
             self.queued_first_wave,
@@ -164,6 +242,17 @@ fn storm(bulkhead: &Arc<Bulkhead>) -> Storm {
         })
         .collect();
 
+    // The warm-up's premise: it parked more threads than a storm has. All sync threads are
+    // spawned by now (a sync thread that already gave up, under heavy load, only lowers the
+    // count).
+    let alive = threads_alive();
+    if let Some(alive) = alive {
+        assert!(
+            alive < WARM_UP_PARKERS,
+            "{alive} threads alive in a storm: the warm-up must park more than that"
+        );
+    }
+
     // The peak: sample until everyone is queued or the short waits start ending.
     let (mut peak_waiting, mut peak_heap, mut peak_rss) = (0, live_bytes(), rss_kib());
     loop {
@@ -203,6 +292,7 @@ fn storm(bulkhead: &Arc<Bulkhead>) -> Storm {
     drop(runtime);
     Storm {
         peak_waiting,
+        threads: alive,
         peak_heap: peak_heap - baseline,
         after_heap: live_bytes() - baseline,
         rss_kib: (baseline_rss, peak_rss, rss_kib()),
@@ -222,8 +312,7 @@ fn freed_by_drop(bulkhead: Arc<Bulkhead>) -> isize {
 #[test]
 fn storm_of_10000_timed_out_waiters_leaves_nothing_behind() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    // Pays tokio's and std's one-time global initialisation before any baseline.
-    drop(runtime());
+    warm_up();
     // A bulkhead that never saw a waiter: what dropping one frees.
     let (control, held) = full_bulkhead();
     drop(held);
@@ -263,7 +352,9 @@ fn storm_of_10000_timed_out_waiters_leaves_nothing_behind() {
     // storm: all the bulkhead may keep is its queue's slot array, one pointer per slot.
     assert!(retained <= SLOT_ARRAY, "{retained} bytes retained: waiters leaked");
     // A second storm reuses what the first left: no growth from storm to storm beyond the
-    // slot array the first one may have kept (checked above) and small runtime noise.
+    // slot array the first one may have kept (checked above) and small runtime noise. Whole
+    // process: a leaked waiter, task or timer entry shows here too. parking_lot's table, which
+    // grows with how many threads a storm happens to park, was sized by the warm-up.
     assert!(
         second.after_heap < 16 * 1024,
         "the second storm left {} more heap bytes than it found",
@@ -276,8 +367,7 @@ fn storm_of_10000_timed_out_waiters_leaves_nothing_behind() {
 #[test]
 fn storm_queue_memory_is_returned() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    // Pays tokio's and std's one-time global initialisation before any baseline.
-    drop(runtime());
+    warm_up();
     let (control, held) = full_bulkhead();
     drop(held);
     let control_size = freed_by_drop(control);
