@@ -247,3 +247,17 @@ fn repoll_with_new_waker_racing_grant_is_woken() {
         scenarios::repoll_with_new_waker_racing_grant_is_woken,
     );
 }
+
+#[test]
+fn close_racing_sync_newcomer_refuses_it() {
+    run_model("close_racing_sync_newcomer_refuses_it", || {
+        scenarios::close_racing_newcomer_refuses_it(false)
+    });
+}
+
+#[test]
+fn close_racing_async_newcomer_refuses_it() {
+    run_model("close_racing_async_newcomer_refuses_it", || {
+        scenarios::close_racing_newcomer_refuses_it(true)
+    });
+}

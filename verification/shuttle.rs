@@ -180,6 +180,8 @@ scenarios! {
     drain_wait_racing_close_and_last_release => crate::scenarios::drain_wait_racing_close_and_last_release(false);
     drained_future_racing_close_and_last_release => crate::scenarios::drain_wait_racing_close_and_last_release(true);
     repoll_with_new_waker_racing_grant_is_woken => crate::scenarios::repoll_with_new_waker_racing_grant_is_woken();
+    close_racing_sync_newcomer_refuses_it => crate::scenarios::close_racing_newcomer_refuses_it(false);
+    close_racing_async_newcomer_refuses_it => crate::scenarios::close_racing_newcomer_refuses_it(true);
 
     // Larger than loom can explore: 4 to 8 threads and tasks.
     never_exceeds_limit_six_on_one_three_rounds => crate::scenarios::never_exceeds_limit(6, 1, 3);
