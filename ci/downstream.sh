@@ -19,6 +19,7 @@ bugs=(
     "bug-gauge-leaks-on-timeout|timeout_serves_fallback_then_recovers|the waiting gauge leaked"
     "bug-permit-dropped-on-receive|pipeline_caps_downstream_calls|downstream calls at once through a pipeline of 1"
     "bug-lock-held-across-await|async_get_and_refresh_both_finish|deadlock"
+    "bug-shutdown-without-drain|shutdown_drains_calls_in_flight|shutdown closed the pool while a call still held a connection"
 )
 
 for checker in loom shuttle; do
