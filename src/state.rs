@@ -576,8 +576,8 @@ impl Semaphore {
             // Ordering: Relaxed — only feeds the CAS below, which acquires.
             let mut word = Word(self.state.load(Ordering::Relaxed));
             loop {
-                if word.available() <= 0 {
-                    return false;
+                if word.available() <= 0 || word.is_closed() {
+                    return false; // closed: `close` refuses every waiter left, none is granted
                 }
                 // Ordering: Acquire on success — pairs with the Release `fetch_add` of the
                 // release that freed this permit (pair 1). Relaxed on failure: retry only.

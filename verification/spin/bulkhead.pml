@@ -36,7 +36,7 @@
  *   DRAIN    1: add a drainer process calling wait_drained for ever; 2: for ever or with a
  *            timeout (needs CLOSE)                                     (default 0)
  *   MUTANT   0: the engine as written; otherwise one seeded bug (mutants.sh)
- *   FIXGRANT defined: drain never grants once CLOSED is set (README "Finding")
+ *   OLDGRANT defined: drain may grant while close runs (the engine before README "Finding")
  *   WAKESTEP defined: a wake is delivered in its own step after the unlock
  *   CLAIMS_ONLY  defined: the in-model checks below compile to skip, so a run of a named
  *            ltl property fails only when that property does (run.sh checks them in a
@@ -323,7 +323,7 @@ inline drain_exit() {
 #else
 #define NO_FREE_PERMIT (la <= 0)
 #endif
-#ifdef FIXGRANT                                         /* the fix for README "Finding": */
+#ifndef OLDGRANT                                        /* the fix for README "Finding": */
 #define NO_GRANT (NO_FREE_PERMIT || lc)                 /* no grant once CLOSED is set */
 #else
 #define NO_GRANT NO_FREE_PERMIT

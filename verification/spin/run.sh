@@ -38,7 +38,7 @@ declare -A CONFIGS=(
 ORDER=(limit1 close1 limit2 grow shrink close2)
 SAFETY_PROPS=(within_limit admits_within_limit accounting one_fate no_barging flag_tracks_queue
   free_permit_drained)
-CLOSE_PROPS=(no_admit_after_close none_queued_after_close drained_when_idle)
+CLOSE_PROPS=(no_admit_after_close none_queued_after_close drained_when_idle no_grant_after_close)
 LIVENESS_PROPS=(queued_served all_back)
 DRAIN_PROPS=(drain_released)
 
