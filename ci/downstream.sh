@@ -51,10 +51,7 @@ for checker in loom shuttle; do
             exit 1
         fi
         echo "$checker caught $feature in $test: \"$expected\""
-        # The replay of bug-shutdown-without-drain's schedule diverges ("scheduled task is
-        # not runnable"), which is not yet understood: its shuttle catch is checked above,
-        # its replay is not (see the example's README).
-        if [ "$checker" = shuttle ] && [ "$feature" != bug-shutdown-without-drain ]; then
+        if [ "$checker" = shuttle ]; then
             replay=$(grep -A1 "^replay this failure with:" "$log" | tail -n1 || true)
             if [ -z "$replay" ]; then
                 echo "error: no replay command printed for $feature" >&2

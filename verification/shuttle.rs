@@ -27,6 +27,7 @@
 
 use std::io::Write;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use shuttle::scheduler::{PctScheduler, RandomScheduler, ReplayScheduler, Scheduler};
@@ -85,12 +86,16 @@ fn config() -> Config {
 /// `SHUTTLE_STATS_FILE` to collect one line per run (name, schedules, seconds).
 ///
 /// shuttle 0.9 no longer puts the failing schedule in the panic message: it writes it to a
-/// file in the directory `FailurePersistence::File` names (one directory per run here, so
-/// tests running in parallel cannot mix up their files), and this harness reads it back.
+/// file in the directory `FailurePersistence::File` names, and this harness reads it back.
+/// A panic's schedule is written by a panic hook that shuttle installs once per process with
+/// the `Config` of the first run, so a directory per test would receive another test's
+/// schedule, or none. Every run of this process uses one directory, and runs take turns (a
+/// lock held for the whole run): the one file there after a failure is this run's.
 fn run(name: &str, scheduler: impl Scheduler + 'static, f: fn()) {
-    let dir = std::env::temp_dir()
-        .join(format!("bulkhead-shuttle-{}", std::process::id()))
-        .join(name.replace("::", "-"));
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    // A failing run poisons the lock; the next run starts afresh all the same.
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let dir = std::env::temp_dir().join(format!("bulkhead-shuttle-{}", std::process::id()));
     // A leftover file would be taken for this run's schedule.
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create the schedule directory");

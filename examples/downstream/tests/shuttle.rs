@@ -9,6 +9,7 @@
 #![cfg(bulkhead_shuttle)]
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use bulkhead::model::shuttle::scheduler::{
@@ -53,6 +54,7 @@ fn features() -> String {
         ("bug-gauge-leaks-on-timeout", cfg!(feature = "bug-gauge-leaks-on-timeout")),
         ("bug-permit-dropped-on-receive", cfg!(feature = "bug-permit-dropped-on-receive")),
         ("bug-lock-held-across-await", cfg!(feature = "bug-lock-held-across-await")),
+        ("bug-shutdown-without-drain", cfg!(feature = "bug-shutdown-without-drain")),
     ];
     let on: Vec<_> = all.iter().filter(|(_, on)| *on).map(|(name, _)| *name).collect();
     if on.is_empty() {
@@ -72,37 +74,49 @@ fn config(failure_persistence: FailurePersistence) -> Config {
     config
 }
 
-/// Runs `name` under `scheduler`. shuttle writes a failing schedule to a file in the
-/// directory given to `FailurePersistence::File`; on failure we print it as a command.
+/// Runs `name` under `scheduler`. On failure, prints the command that replays its schedule.
+///
+/// shuttle writes a failing schedule to a file in the directory of `FailurePersistence::File`,
+/// but a panic's schedule is written by a panic hook that shuttle installs once per process,
+/// with the `Config` of the first run: a per-test directory would receive another test's
+/// schedule, or none. So every run of this process uses one directory, and runs take turns
+/// (a lock held for the whole run; these scenarios take milliseconds): the one file in the
+/// directory after a failure is this run's.
 fn run(name: &str, scheduler_name: &str, scheduler: impl Scheduler + 'static) {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     let scenario = SCENARIOS.iter().find(|(n, _)| *n == name).expect("known scenario").1;
-    // One directory per test: tests run in parallel, each must find its own schedule.
-    let pid = std::process::id();
-    let dir =
-        std::env::temp_dir().join(format!("downstream-shuttle-{pid}-{name}-{scheduler_name}"));
+    // A failing run poisons the lock; the next run starts afresh all the same.
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let dir = std::env::temp_dir().join(format!("downstream-shuttle-{}", std::process::id()));
+    // A leftover file would be taken for this run's schedule.
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create the schedule directory");
     let start = Instant::now();
     let runner = Runner::new(scheduler, config(FailurePersistence::File(Some(dir.clone()))));
-    match catch_unwind(AssertUnwindSafe(|| runner.run(scenario))) {
+    let result = catch_unwind(AssertUnwindSafe(|| runner.run(scenario)));
+    match result {
         Ok(schedules) => {
             let seconds = start.elapsed().as_secs_f64();
             println!("{name}::{scheduler_name}: schedules={schedules} seconds={seconds:.1}");
-            let _ = std::fs::remove_dir_all(&dir);
         }
         Err(panic) => {
-            if let Ok(schedule) = std::fs::read_to_string(dir.join("schedule000.txt")) {
-                let schedule: String = schedule.split_whitespace().collect();
-                eprintln!(
-                    "\nreplay this failure with:\n  SHUTTLE_REPLAY_SCENARIO={name} \
-                     SHUTTLE_REPLAY_SCHEDULE={schedule} RUSTFLAGS=\"--cfg bulkhead_shuttle\" \
-                     cargo test --release{} --test shuttle replay -- --ignored\n",
-                    features()
-                );
+            match std::fs::read_to_string(dir.join("schedule000.txt")) {
+                Ok(schedule) => {
+                    let schedule: String = schedule.split_whitespace().collect();
+                    eprintln!(
+                        "\nreplay this failure with:\n  SHUTTLE_REPLAY_SCENARIO={name} \
+                         SHUTTLE_REPLAY_SCHEDULE={schedule} RUSTFLAGS=\"--cfg bulkhead_shuttle\" \
+                         cargo test --release{} --test shuttle replay -- --ignored\n",
+                        features()
+                    );
+                }
+                Err(err) => eprintln!("no schedule file in {}: {err}", dir.display()),
             }
+            let _ = std::fs::remove_dir_all(&dir);
             resume_unwind(panic);
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 macro_rules! tests {
