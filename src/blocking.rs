@@ -18,7 +18,7 @@ impl Bulkhead {
         let waiter = Waiter::thread();
         match sem.enqueue(&waiter, self.max_waiting()) {
             Enqueued::Acquired => {
-                self.permitted(sem.load());
+                self.permitted_after(sem.load(), start);
                 return Ok(());
             }
             Enqueued::TooManyWaiting => {
@@ -28,7 +28,7 @@ impl Bulkhead {
         }
         loop {
             if waiter.is_granted() {
-                self.permitted(sem.load());
+                self.permitted_after(sem.load(), start);
                 return Ok(());
             }
             if let Some(deadline) = deadline {
@@ -36,7 +36,7 @@ impl Bulkhead {
                     // The grant and the withdrawal are decided under the queue lock: exactly
                     // one happens. A grant that won keeps the permit: the caller succeeds.
                     if sem.withdraw(&waiter) {
-                        self.permitted(sem.load());
+                        self.permitted_after(sem.load(), start);
                         return Ok(());
                     }
                     let waited = clock.since(start).max(wait);

@@ -23,6 +23,37 @@ pub enum RejectReason {
     TooManyWaiting,
 }
 
+impl RejectReason {
+    /// Every reason, in declaration order: `ALL[r.index()] == r`. Per-reason counters are
+    /// arrays of this length, so a new reason is one more entry here (and its label below).
+    pub(crate) const ALL: [RejectReason; 3] =
+        [RejectReason::Full, RejectReason::WaitTimedOut, RejectReason::TooManyWaiting];
+
+    /// The position of this reason in [`ALL`](Self::ALL).
+    #[inline]
+    pub(crate) const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// A stable, lower-case, machine-friendly name: the `reason` label of the exported
+    /// rejection counter and the `reason` field of `tracing` events.
+    ///
+    /// ```
+    /// use bulkhead::RejectReason;
+    /// assert_eq!(RejectReason::Full.label(), "full");
+    /// assert_eq!(RejectReason::WaitTimedOut.label(), "wait_timed_out");
+    /// assert_eq!(RejectReason::TooManyWaiting.label(), "too_many_waiting");
+    /// ```
+    pub const fn label(self) -> &'static str {
+        match self {
+            RejectReason::Full => "full",
+            RejectReason::WaitTimedOut => "wait_timed_out",
+            RejectReason::TooManyWaiting => "too_many_waiting",
+            // Issue 9 adds `RejectReason::Closed`: its label is "closed".
+        }
+    }
+}
+
 impl fmt::Display for RejectReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

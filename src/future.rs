@@ -80,7 +80,8 @@ impl<S: Future<Output = ()>> Core<S> {
                 waiter.register(cx.waker());
                 if waiter.is_granted() {
                     self.waiter = None;
-                    bulkhead.permitted(sem.load());
+                    let start = self.start.unwrap_or_else(|| sem.clock.now());
+                    bulkhead.permitted_after(sem.load(), start);
                     return self.finish(bulkhead, Ok(()));
                 }
             }
@@ -106,7 +107,7 @@ impl<S: Future<Output = ()>> Core<S> {
                 let waiter = Waiter::task(cx.waker());
                 match sem.enqueue(&waiter, bulkhead.max_waiting()) {
                     Enqueued::Acquired => {
-                        bulkhead.permitted(sem.load());
+                        bulkhead.permitted_after(sem.load(), start);
                         return self.finish(bulkhead, Ok(()));
                     }
                     Enqueued::TooManyWaiting => {
@@ -134,11 +135,11 @@ impl<S: Future<Output = ()>> Core<S> {
             unreachable!("a queued future has a waiter");
         };
         // The grant and the withdrawal are decided under the queue lock: exactly one happens.
+        let start = self.start.unwrap_or_else(|| sem.clock.now());
         if sem.withdraw(&waiter) {
-            bulkhead.permitted(sem.load());
+            bulkhead.permitted_after(sem.load(), start);
             return self.finish(bulkhead, Ok(()));
         }
-        let start = self.start.unwrap_or_else(|| sem.clock.now());
         let waited = sem.clock.since(start).max(self.wait);
         let err = bulkhead.reject(sem.load(), RejectReason::WaitTimedOut, waited);
         self.finish(bulkhead, Err(err))

@@ -8,11 +8,11 @@
 //! |---------|-------------|----------------------------------------------------------------|
 //! | 0       | `WAITERS`   | the waiter queue holds at least one live waiter                |
 //! | 1..=30  | limit       | the current `max_concurrent_calls` (unsigned, ≤ 2^30 − 1)      |
-//! | 31      | `LISTENERS` | at least one event listener is registered                      |
+//! | 31      | `OBSERVED`  | counters, a listener or `tracing` want to hear of every call   |
 //! | 32..=63 | available   | free permits, **signed**: negative after a shrink (a debt)     |
 //!
 //! Keeping the limit and the listener flag in the word means a rejection reads exactly one
-//! atomic and still knows the limit to report and whether to emit an event. Adding or
+//! atomic and still knows the limit to report and whether to count or emit an event. Adding or
 //! removing a permit is adding or subtracting `ONE_PERMIT` (`1 << 32`): wrapping arithmetic
 //! on the top half never touches the low half, so the sign of `available` takes care of
 //! itself.
@@ -72,7 +72,7 @@ const WAITERS: u64 = 1;
 const LIMIT_SHIFT: u32 = 1;
 const LIMIT_BITS: u32 = 30;
 const LIMIT_MASK: u64 = ((1 << LIMIT_BITS) - 1) << LIMIT_SHIFT;
-const LISTENERS: u64 = 1 << 31;
+const OBSERVED: u64 = 1 << 31;
 const AVAILABLE_SHIFT: u32 = 32;
 const ONE_PERMIT: u64 = 1 << AVAILABLE_SHIFT;
 
@@ -104,10 +104,11 @@ impl Word {
         ((self.0 & LIMIT_MASK) >> LIMIT_SHIFT) as usize
     }
 
-    /// Whether any event listener is registered.
+    /// Whether anyone observes the calls (counters, listeners, `tracing`): see
+    /// `observe.rs`.
     #[inline]
-    pub(crate) fn has_listeners(self) -> bool {
-        self.0 & LISTENERS != 0
+    pub(crate) fn is_observed(self) -> bool {
+        self.0 & OBSERVED != 0
     }
 
     #[inline]
@@ -437,7 +438,7 @@ impl Semaphore {
         let mut word = Word(self.state.load(Ordering::Relaxed));
         let new = loop {
             let delta = limit as i64 - word.limit() as i64;
-            let new = Word::encode(word.available() + delta, limit, word.0 & (WAITERS | LISTENERS));
+            let new = Word::encode(word.available() + delta, limit, word.0 & (WAITERS | OBSERVED));
             // Ordering: AcqRel on success — Release so a caller admitted by the new permits
             // (its acquire CAS reads this value) also sees the configuration written before
             // this call; Acquire to build on the latest releases. Relaxed on failure: retry.
@@ -456,16 +457,14 @@ impl Semaphore {
         }
     }
 
-    /// Raises or clears the listener flag.
-    pub(crate) fn set_listeners_flag(&self, on: bool) {
-        // Ordering: Release — pairs with nothing on the hot path (which reads the flag
-        // Relaxed and then takes the listener lock, which synchronizes by itself); Release
-        // only keeps the registration before the flag in program order for readers.
-        if on {
-            self.state.fetch_or(LISTENERS, Ordering::Release);
-        } else {
-            self.state.fetch_and(!LISTENERS, Ordering::Release);
-        }
+    /// Raises the observed flag, for good: nothing clears it.
+    pub(crate) fn set_observed(&self) {
+        // Ordering: Relaxed — the observers' data is published by their own `OnceLock`s
+        // (Release/Acquire); the flag only sends later calls to look. A call that happens
+        // after this returns reads the word at or after this read-modify-write (coherence),
+        // so it cannot miss the flag; being a read-modify-write, it continues the release
+        // sequence of earlier releases (pair 1).
+        self.state.fetch_or(OBSERVED, Ordering::Relaxed);
     }
 
     /// Clock helper: a deadline `wait` after `start`, `None` if unbounded.
@@ -488,7 +487,7 @@ mod tests {
         assert_eq!(w.available(), -3);
         assert_eq!(w.limit(), 5);
         assert!(w.has_waiters());
-        assert!(!w.has_listeners());
+        assert!(!w.is_observed());
         assert_eq!(w.in_flight(), 8);
         let up = Word(w.0.wrapping_add(ONE_PERMIT * 4));
         assert_eq!(up.available(), 1);
@@ -497,10 +496,10 @@ mod tests {
 
     #[test]
     fn word_max_limit_fits() {
-        let w = Word::encode(-(MAX_PERMITS as i64), MAX_PERMITS, LISTENERS | WAITERS);
+        let w = Word::encode(-(MAX_PERMITS as i64), MAX_PERMITS, OBSERVED | WAITERS);
         assert_eq!(w.limit(), MAX_PERMITS);
         assert_eq!(w.available(), -(MAX_PERMITS as i64));
-        assert!(w.has_listeners());
+        assert!(w.is_observed());
         assert_eq!(w.in_flight(), 2 * MAX_PERMITS);
     }
 
@@ -510,6 +509,6 @@ mod tests {
         assert!(!Word::encode(0, 1, 0).admits_newcomer());
         assert!(!Word::encode(-1, 1, 0).admits_newcomer());
         assert!(!Word::encode(1, 1, WAITERS).admits_newcomer());
-        assert!(Word::encode(1, 1, LISTENERS).admits_newcomer());
+        assert!(Word::encode(1, 1, OBSERVED).admits_newcomer());
     }
 }
