@@ -91,6 +91,9 @@ MUTANTS=(
     drain_cas_relaxed
     granted_store_relaxed
     is_granted_relaxed
+    counter_slots_shared
+    listener_lost_in_registration_race
+    on_event_leaves_flag_clear
 )
 ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed granted_store_relaxed is_granted_relaxed "
 
@@ -111,6 +114,9 @@ describe() {
     drain_cas_relaxed) echo "drain CAS Acquire -> Relaxed" ;;
     granted_store_relaxed) echo "GRANTED store Release -> Relaxed" ;;
     is_granted_relaxed) echo "is_granted load Acquire -> Relaxed" ;;
+    counter_slots_shared) echo "every thread gets counter slot 0 (single-writer cells shared: lost updates)" ;;
+    listener_lost_in_registration_race) echo "a registration that loses the race for a chain link is dropped" ;;
+    on_event_leaves_flag_clear) echo "on_event does not raise OBSERVED (a lone listener hears nothing)" ;;
     esac
 }
 
@@ -166,6 +172,15 @@ apply() {
         mutate src/state.rs 'waiter.state.store(GRANTED, Ordering::Release)' 'waiter.state.store(GRANTED, Ordering::Relaxed)' ;;
     is_granted_relaxed)
         mutate src/state.rs 'self.state.load(Ordering::Acquire) == GRANTED' 'self.state.load(Ordering::Relaxed) == GRANTED' ;;
+    counter_slots_shared)
+        mutate src/sync.rs 'let taken = NEXT_SLOT.fetch_add(1, super::Ordering::SeqCst);' 'let taken = NEXT_SLOT.load(super::Ordering::SeqCst);' &&
+            mutate src/sync.rs '                    pool.next += 1;
+' '' ;;
+    listener_lost_in_registration_race)
+        mutate src/observe.rs 'Err(back) => node = back,' 'Err(_) => return,' ;;
+    on_event_leaves_flag_clear)
+        mutate src/bulkhead.rs '        self.listeners.push(Box::new(listener));
+        self.sem.set_observed();' '        self.listeners.push(Box::new(listener));' ;;
     *)
         echo "unknown mutant $1" >&2
         return 1 ;;
