@@ -36,6 +36,11 @@ const OPS: &[(&str, &str)] = &[
     ("tokio_acq_rel_owned", "tokio try_acquire_owned (Arc clone) + drop"),
     ("async_lock_acq_rel", "async-lock try_acquire + drop"),
     ("mutex_acq_rel", "parking_lot Mutex<usize> inc + dec"),
+    ("bulkhead_reject_instrumented", "bulkhead try_acquire on a full bulkhead, metrics on"),
+    ("bulkhead_acq_rel_instrumented", "bulkhead try_acquire + drop, metrics on"),
+    ("bulkhead_call_instrumented", "bulkhead call(|| ()), metrics on"),
+    ("bulkhead_reject_listener", "bulkhead try_acquire on a full bulkhead, one listener"),
+    ("bulkhead_acq_rel_listener", "bulkhead try_acquire + drop, one listener"),
 ];
 
 /// Ops per run unless `list` says otherwise.
@@ -53,6 +58,16 @@ fn run(op: &str, n: u64) -> Result<(), String> {
     let floor_free = AtomicU64::new(16 * ONE);
     let rt = current_thread_runtime();
     let mut cx = noop_context();
+    // Instrumented twins: metrics on (see `instrument`), or one counting listener.
+    let full_instrumented = full_bulkhead();
+    instrument(&full_instrumented);
+    let free_instrumented = Arc::new(bulkhead(16, Duration::ZERO));
+    instrument(&free_instrumented);
+    let heard = Arc::new(AtomicU64::new(0));
+    let full_listened = full_bulkhead();
+    count_events(&full_listened, &heard);
+    let free_listened = Arc::new(bulkhead(16, Duration::ZERO));
+    count_events(&free_listened, &heard);
 
     match op {
         "floor_load" => (0..n).for_each(|_| {
@@ -121,6 +136,21 @@ fn run(op: &str, n: u64) -> Result<(), String> {
                 mutex_release(black_box(&counter));
             }
         }),
+        "bulkhead_reject_instrumented" => (0..n).for_each(|_| {
+            black_box(black_box(&*full_instrumented).try_acquire().is_err());
+        }),
+        "bulkhead_acq_rel_instrumented" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&*free_instrumented).try_acquire())))
+        }
+        "bulkhead_call_instrumented" => (0..n).for_each(|_| {
+            black_box(black_box(&*free_instrumented).call(|| black_box(())).is_ok());
+        }),
+        "bulkhead_reject_listener" => (0..n).for_each(|_| {
+            black_box(black_box(&*full_listened).try_acquire().is_err());
+        }),
+        "bulkhead_acq_rel_listener" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&*free_listened).try_acquire())))
+        }
         _ => return Err(format!("unknown op {op:?}; `callgrind list` prints the ops")),
     }
     Ok(())
