@@ -6,7 +6,7 @@ use core::time::Duration;
 use std::sync::Arc as StdArc;
 
 use crate::future::{Acquire, AcquireOwned, AcquireWithSleep};
-use crate::observe::{Counters, Listeners, Outcome};
+use crate::observe::{bump_own, Cells, Counters, Listeners, Outcome};
 use crate::state::{Semaphore, Word};
 use crate::sync::{AtomicU64, AtomicUsize, Instant, Mutex, OnceLock, Ordering};
 use crate::{
@@ -18,6 +18,14 @@ use crate::{
 const UNBOUNDED_WAIT: u64 = u64::MAX;
 /// A `max_waiting_calls` of `None`.
 const NO_WAITER_CAP: usize = usize::MAX;
+
+/// What an observed call did, for the cold observing path.
+#[derive(Clone, Copy)]
+enum Observed {
+    Permitted,
+    Rejected(RejectReason),
+    Finished,
+}
 
 /// Caps how many calls to one external system may be in flight at once, and refuses the
 /// next one at once (or after a short, bounded wait).
@@ -646,7 +654,12 @@ impl Bulkhead {
         waited: Duration,
     ) -> BulkheadFull {
         if word.is_observed() {
-            self.observe_rejected(reason, waited);
+            // `waited` is a constant zero on the fast paths: this folds away there.
+            if waited.is_zero() {
+                self.observe_rejected(reason);
+            } else {
+                self.observe_rejected_after(reason, waited);
+            }
         }
         BulkheadFull::new(self.name, word.limit(), reason, waited)
     }
@@ -661,41 +674,107 @@ impl Bulkhead {
         }
     }
 
-    // The observed paths: out of line, so the unobserved fast paths stay small; not cold,
-    // since an instrumented bulkhead takes them on every call.
+    // The observed paths: out of line, so the unobserved fast paths keep their code (and
+    // their instruction counts); not cold, since an instrumented bulkhead takes them on
+    // every call. The hot case (counters on, this thread's cells inline, nobody else to
+    // tell) is a thread-local read, a bounds check, an increment and the listener check;
+    // every call it makes is a tail call, so it needs no stack frame. Everything else
+    // (taking a slot, a bucket, listeners, tracing) is in cold functions.
 
     #[inline(never)]
     fn observe_permitted(&self) {
         if let Some(counters) = self.counters.get() {
-            counters.permitted();
+            match counters.inline_cells() {
+                Some(cells) => bump_own(&cells.permitted),
+                None => return self.observe_slow(Observed::Permitted),
+            }
         }
         if !self.listeners.is_empty() {
             self.emit(BulkheadEventKind::CallPermitted);
         }
     }
 
+    /// A refusal that waited zero (the fast paths, `TooManyWaiting`).
     #[inline(never)]
-    fn observe_rejected(&self, reason: RejectReason, waited: Duration) {
+    fn observe_rejected(&self, reason: RejectReason) {
         if let Some(counters) = self.counters.get() {
-            counters.rejected(reason);
+            match counters.inline_cells() {
+                Some(cells) => bump_own(&cells.rejected[reason.index()]),
+                None => return self.observe_slow(Observed::Rejected(reason)),
+            }
         }
-        if !self.listeners.is_empty() {
-            self.emit(BulkheadEventKind::CallRejected(reason));
+        if !self.listeners.is_empty() || crate::trace::interested() {
+            self.tell(BulkheadEventKind::CallRejected(reason));
         }
-        if !waited.is_zero() {
-            self.observe_wait(Outcome::Rejected, waited);
-        }
-        #[cfg(feature = "tracing")]
-        crate::trace::rejected(self.name, reason, waited);
     }
 
     #[inline(never)]
     fn observe_finished(&self) {
         if let Some(counters) = self.counters.get() {
-            counters.finished();
+            match counters.inline_cells() {
+                Some(cells) => bump_own(&cells.finished),
+                None => return self.observe_slow(Observed::Finished),
+            }
         }
         if !self.listeners.is_empty() {
             self.emit(BulkheadEventKind::CallFinished);
+        }
+    }
+
+    /// Counting that the hot case does not cover (this thread has no slot yet, a bucket
+    /// slot, thread-local teardown), then the listeners and tracing.
+    #[cold]
+    #[inline(never)]
+    fn observe_slow(&self, what: Observed) {
+        let kind = match what {
+            Observed::Permitted => {
+                self.count(|cells| &cells.permitted);
+                BulkheadEventKind::CallPermitted
+            }
+            Observed::Rejected(reason) => {
+                self.count(|cells| &cells.rejected[reason.index()]);
+                BulkheadEventKind::CallRejected(reason)
+            }
+            Observed::Finished => {
+                self.count(|cells| &cells.finished);
+                BulkheadEventKind::CallFinished
+            }
+        };
+        self.tell(kind);
+    }
+
+    /// Tells the listeners and, for a refusal, tracing.
+    #[cold]
+    #[inline(never)]
+    fn tell(&self, kind: BulkheadEventKind) {
+        if !self.listeners.is_empty() {
+            self.emit(kind);
+        }
+        #[cfg(feature = "tracing")]
+        if let BulkheadEventKind::CallRejected(reason) = kind {
+            crate::trace::rejected(self.name, reason, Duration::ZERO);
+        }
+    }
+
+    /// A refusal after a wait (`WaitTimedOut`): counted, timed, told.
+    #[cold]
+    #[inline(never)]
+    fn observe_rejected_after(&self, reason: RejectReason, waited: Duration) {
+        self.count(|cells| &cells.rejected[reason.index()]);
+        self.observe_wait(Outcome::Rejected, waited);
+        if !self.listeners.is_empty() {
+            self.emit(BulkheadEventKind::CallRejected(reason));
+        }
+        #[cfg(feature = "tracing")]
+        crate::trace::rejected(self.name, reason, waited);
+    }
+
+    /// Counts in this thread's cell, wherever it is, if counting is on.
+    #[cold]
+    #[inline(never)]
+    fn count(&self, pick: impl Fn(&Cells) -> &AtomicU64) {
+        if let Some(counters) = self.counters.get() {
+            counters.bump(pick);
         }
     }
 

@@ -77,7 +77,6 @@ mod sync;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
-#[cfg(feature = "tracing")]
 mod trace;
 
 pub use crate::bulkhead::Bulkhead;

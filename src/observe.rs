@@ -62,7 +62,7 @@ use core::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{thread_slot, AtomicU64, Mutex, OnceLock, Ordering, NO_SLOT};
+use crate::sync::{cached_thread_slot, thread_slot, AtomicU64, Mutex, OnceLock, Ordering, NO_SLOT};
 use crate::{BulkheadEvent, RejectReason};
 
 /// How many reasons there are: the length of every per-reason array.
@@ -80,10 +80,10 @@ const MORE: usize = 26;
 
 /// The counters one slot writes.
 #[derive(Debug)]
-struct Cells {
-    permitted: AtomicU64,
-    finished: AtomicU64,
-    rejected: [AtomicU64; REASONS],
+pub(crate) struct Cells {
+    pub(crate) permitted: AtomicU64,
+    pub(crate) finished: AtomicU64,
+    pub(crate) rejected: [AtomicU64; REASONS],
 }
 
 impl Cells {
@@ -98,7 +98,7 @@ impl Cells {
 
 /// Adds one to a cell that only the calling thread writes.
 #[inline]
-fn bump_own(cell: &AtomicU64) {
+pub(crate) fn bump_own(cell: &AtomicU64) {
     // Ordering: Relaxed — this thread is the cell's only writer (its slot is its own until
     // it exits, and the slot pool's mutex orders the hand-over), so a load and a store lose
     // no update; nothing is published through a counter, and readers only sum. A u64 does
@@ -202,19 +202,20 @@ impl Counters {
         }
     }
 
-    /// Adds one to the calling thread's copy of the cell `pick` chooses.
+    /// The calling thread's cells if they are inline and its slot is already taken: the
+    /// hot case, one thread-local read and a bounds check. `None` sends the caller to
+    /// [`bump`](Self::bump).
     #[inline]
-    fn bump(&self, pick: impl Fn(&Cells) -> &AtomicU64) {
-        match self.first.get(thread_slot()) {
-            Some(cells) => bump_own(pick(cells)),
-            None => self.bump_beyond_first(pick),
-        }
+    pub(crate) fn inline_cells(&self) -> Option<&Cells> {
+        self.first.get(cached_thread_slot()).map(|cells| &**cells)
     }
 
+    /// Adds one to the calling thread's copy of the cell `pick` chooses, wherever it is:
+    /// inline, in a bucket (allocated on first use), or in the shared cells.
     #[cold]
-    #[inline(never)]
-    fn bump_beyond_first(&self, pick: impl Fn(&Cells) -> &AtomicU64) {
-        match self.cells_of(thread_slot()) {
+    pub(crate) fn bump(&self, pick: impl Fn(&Cells) -> &AtomicU64) {
+        let slot = thread_slot();
+        match self.first.get(slot).map(|cells| &**cells).or_else(|| self.cells_of(slot)) {
             Some(cells) => bump_own(pick(cells)),
             None => bump_shared(pick(&self.shared)),
         }
@@ -232,21 +233,6 @@ impl Counters {
             .get(k)?
             .get_or_init(|| (0..start).map(|_| CachePadded::new(Cells::new())).collect());
         bucket.get(slot - start).map(|cells| &**cells)
-    }
-
-    #[inline]
-    pub(crate) fn permitted(&self) {
-        self.bump(|cells| &cells.permitted);
-    }
-
-    #[inline]
-    pub(crate) fn finished(&self) {
-        self.bump(|cells| &cells.finished);
-    }
-
-    #[inline]
-    pub(crate) fn rejected(&self, reason: RejectReason) {
-        self.bump(|cells| &cells.rejected[reason.index()]);
     }
 
     /// Records a slow-path wait (never called for the fast path's zero waits).
@@ -372,7 +358,7 @@ mod tests {
             bump_own(&cells.permitted);
         }
         bump_shared(&counters.shared.permitted);
-        counters.permitted(); // this thread's slot, wherever it is
+        counters.bump(|cells| &cells.permitted); // this thread's slot, wherever it is
         assert_eq!(counters.counts().permitted, 5 + 1 + 1);
         // Inline slots are not bucket slots; a thread without a slot has none.
         assert!(counters.cells_of(0).is_none());

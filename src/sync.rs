@@ -107,11 +107,18 @@ mod imp {
     /// [`NO_SLOT`](super::NO_SLOT).
     #[inline]
     pub(crate) fn thread_slot() -> usize {
-        let slot = SLOT.with(Cell::get);
+        let slot = cached_thread_slot();
         if slot != super::NO_SLOT {
             return slot;
         }
         take_slot()
+    }
+
+    /// This thread's slot if it has taken one, else `NO_SLOT` (without taking one): the
+    /// hot path's single thread-local read.
+    #[inline]
+    pub(crate) fn cached_thread_slot() -> usize {
+        SLOT.with(Cell::get)
     }
 
     use std::cell::Cell;
@@ -278,6 +285,11 @@ mod imp {
                 Err(poisoned) => poisoned.into_inner(),
             }
         }
+    }
+
+    /// In a model, the slot is taken on first use here too (no fast path to keep small).
+    pub(crate) fn cached_thread_slot() -> usize {
+        thread_slot()
     }
 
     /// A slot per model thread, numbered in order of first use within one execution (the
