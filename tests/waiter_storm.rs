@@ -15,8 +15,9 @@
 //! bulkhead: tokio's and std's global initialisation, and parking_lot's global table of
 //! parked threads, which grows (and never shrinks) with the most threads that ever parked at
 //! once. Under load, the sync threads of a storm contend on the queue lock and park; without
-//! the warm-up, the storm that first parks many of them grows that table by up to 129 216
-//! bytes, which the whole-process figure then blames on the storm (RELIABILITY.md, R8).
+//! the warm-up, the storm that first parks many of them grows that table (by 129 216 bytes
+//! from its first 16 buckets to the 1 024 that 171 or more parked threads need), which the
+//! whole-process figure then blames on the storm (RELIABILITY.md, R8).
 
 use std::alloc::System;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -160,7 +161,7 @@ fn full_bulkhead() -> (Arc<Bulkhead>, OwnedPermit) {
 /// What one storm measured, heap figures relative to the live heap just before it.
 struct Storm {
     peak_waiting: usize,
-    /// Threads alive at the first sample of the peak (all sync threads spawned).
+    /// Threads of the process once all sync threads were spawned.
     threads: Option<usize>,
     peak_heap: isize,
     after_heap: isize,
@@ -175,9 +176,9 @@ impl std::fmt::Display for Storm {
         let (base, peak, after) = self.rss_kib;
         write!(
             f,
-            "{TOTAL} waiters, peak waiting {}, {:?} threads; live heap +{:.1} KiB at the peak, +{:.1} KiB after; \
-             RSS KiB {base:?} -> peak {peak:?} -> after {after:?}; first wave ({FIRED_BY_TEST}) \
-             queued in {:?}, storm over in {:?}",
+            "{TOTAL} waiters, peak waiting {}, threads alive {:?}; live heap +{:.1} KiB at the \
+             peak, +{:.1} KiB after; RSS KiB {base:?} -> peak {peak:?} -> after {after:?}; first \
+             wave ({FIRED_BY_TEST}) queued in {:?}, storm over in {:?}",
             self.peak_waiting,
             self.threads,
             kib(self.peak_heap),

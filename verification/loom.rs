@@ -273,3 +273,17 @@ fn two_registrars_race_for_the_listener_chain() {
         scenarios::listener_registered_while_calls_emit_hears_later_calls(2, 1, 1)
     });
 }
+
+#[test]
+fn close_racing_sync_newcomer_refuses_it() {
+    run_model("close_racing_sync_newcomer_refuses_it", || {
+        scenarios::close_racing_newcomer_refuses_it(false)
+    });
+}
+
+#[test]
+fn close_racing_async_newcomer_refuses_it() {
+    run_model("close_racing_async_newcomer_refuses_it", || {
+        scenarios::close_racing_newcomer_refuses_it(true)
+    });
+}

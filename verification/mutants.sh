@@ -92,7 +92,7 @@ MUTANTS=(
     slab_never_shrinks
     close_strands_queued_waiters
     close_clears_waiters_flag
-    fast_path_ignores_closed
+    close_forgets_waiters_flag
     enqueue_ignores_closed
     drain_forgets_drainers
     blocking_check_off
@@ -123,7 +123,7 @@ describe() {
     slab_never_shrinks) echo "the slab keeps its peak size after a storm (memory never returned)" ;;
     close_strands_queued_waiters) echo "close refuses new calls but leaves queued waiters asleep" ;;
     close_clears_waiters_flag) echo "a drain clears WAITERS after close (releases skip the drain wake-up)" ;;
-    fast_path_ignores_closed) echo "the fast path admits newcomers on a closed bulkhead" ;;
+    close_forgets_waiters_flag) echo "close sets CLOSED but not WAITERS (releases after it skip the lock)" ;;
     enqueue_ignores_closed) echo "enqueue queues a waiter on a closed bulkhead (never woken)" ;;
     drain_forgets_drainers) echo "the last release marks drain waiters done without waking them" ;;
     blocking_check_off) echo "a blocking acquire parks a thread that drives async tasks" ;;
@@ -207,8 +207,8 @@ apply() {
                     return false;
                 }
                 self.clear_waiters_flag();' ;;
-    fast_path_ignores_closed)
-        mutate src/state.rs 'self.0 & (WAITERS | CLOSED) == 0 && (self.0 as i64) >= ONE_PERMIT as i64' 'self.0 & WAITERS == 0 && (self.0 as i64) >= ONE_PERMIT as i64' ;;
+    close_forgets_waiters_flag)
+        mutate src/state.rs 'self.state.fetch_or(CLOSED | WAITERS, Ordering::Relaxed)' 'self.state.fetch_or(CLOSED, Ordering::Relaxed)' ;;
     enqueue_ignores_closed)
         mutate src/state.rs '            Err(word) if word.is_closed() => return Enqueued::Closed,
 ' '' ;;

@@ -910,3 +910,28 @@ pub fn listener_registered_while_calls_emit_hears_later_calls(
     }
     assert_quiescent(&bulkhead, 1);
 }
+
+/// `close` races a newcomer while the only permit stays held until the newcomer is done:
+/// the newcomer must be refused `Closed`, whether it saw the close on its fast path or only
+/// under the queue lock, or was queued before the close and woken by it. A newcomer queued
+/// after the close would never be woken: a deadlock the checker reports.
+pub fn close_racing_newcomer_refuses_it(async_waiter: bool) {
+    let bulkhead = bulkhead("close_racing_newcomer", 1, Duration::MAX, None);
+    let held = bulkhead.try_acquire_owned().expect("free");
+    let newcomer = {
+        let bulkhead = Arc::clone(&bulkhead);
+        rt::spawn(move || {
+            let result = if async_waiter {
+                rt::block_on(bulkhead.acquire_async()).map(drop)
+            } else {
+                bulkhead.acquire().map(drop)
+            };
+            let err = result.expect_err("the only permit is held until this caller is done");
+            assert_eq!(err.reason(), RejectReason::Closed, "{err}");
+        })
+    };
+    bulkhead.close();
+    join(newcomer);
+    drop(held);
+    assert_closed_and_drained(&bulkhead, 1);
+}

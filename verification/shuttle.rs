@@ -184,6 +184,8 @@ scenarios! {
         crate::scenarios::counters_sum_exact_after_concurrent_calls(3, 1);
     listener_registered_while_calls_emit_hears_later_calls =>
         crate::scenarios::listener_registered_while_calls_emit_hears_later_calls(1, 1, 2);
+    close_racing_sync_newcomer_refuses_it => crate::scenarios::close_racing_newcomer_refuses_it(false);
+    close_racing_async_newcomer_refuses_it => crate::scenarios::close_racing_newcomer_refuses_it(true);
 
     // Larger than loom can explore: 4 to 8 threads and tasks.
     never_exceeds_limit_six_on_one_three_rounds => crate::scenarios::never_exceeds_limit(6, 1, 3);

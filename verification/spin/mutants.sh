@@ -12,18 +12,28 @@ here=$(cd "$(dirname "$0")" && pwd)
 JOBS=${JOBS:-2}
 
 # id | configuration (see run.sh) | the bug, as it would be written in src/state.rs
+# (7 is gone with the tombstones; 18, admits_newcomer ignoring CLOSED, is an equivalent
+# mutant: close sets WAITERS with CLOSED and it stays set, so WAITERS alone refuses. The
+# model keeps its #if; see README.md.)
 MUTANTS=(
   "1|limit1|release: ignores the WAITERS bit its fetch_add saw, never locks to drain"
-  "2|limit1|withdraw: ignores an existing grant (overwrites GRANTED with WITHDRAWN)"
-  "3|limit1|enqueue: no drain after setting WAITERS and pushing"
-  "4|limit1|withdraw: clears WAITERS while live waiters remain"
+  "2|limit1|withdraw: drops an existing grant (returns None for a Granted slot: the permit is lost)"
+  "3|limit1|enqueue: never drains after fetch_or(WAITERS) and linking, even when a permit was free"
+  "4|limit1|withdraw: clears WAITERS while waiters remain queued"
   "5|limit1|async drop (Core::cancel): forgets a granted permit instead of releasing it"
   "6|limit1|try_acquire: admits a newcomer while WAITERS is set (barging)"
-  "7|limit1|drain: does not skip tombstones, grants a withdrawn waiter"
   "8|limit1|enqueue: sets WAITERS only after its drain"
   "9|grow|set_limit: growth with waiters queued never drains them"
   "10|shrink|set_limit: a shrink clamps available at 0 (forgives the debt, creates permits)"
   "11|limit1|drain: off by one, grants while available == 0 (tests < 0 instead of <= 0)"
+  "12|limit1|enqueue: decides whether to drain from try_acquire's load, not from fetch_or's previous word"
+  "13|close1|drain: clears WAITERS when the queue is empty even though CLOSED is set"
+  "14|close1|enqueue: ignores CLOSED, queues the caller on a closed bulkhead"
+  "15|close1|drain: the release that leaves nothing in flight does not complete the drain waiters"
+  "16|limit1|withdraw: frees its slot but leaves it linked in the FIFO"
+  "17|close1|close: marks the queued waiters Closed but does not wake them"
+  "19|close1|drain: completes the drain waiters while calls are still in flight"
+  "20|close1|close: sets CLOSED | WAITERS but forgets the queued waiters"
 )
 
 selected=("$@")

@@ -56,6 +56,11 @@ fn timeout_serves_fallback_then_recovers() {
 }
 
 #[test]
+fn shutdown_drains_calls_in_flight() {
+    check("shutdown_drains_calls_in_flight", scenarios::shutdown_drains_calls_in_flight);
+}
+
+#[test]
 fn pipeline_caps_downstream_calls() {
     check("pipeline_caps_downstream_calls", scenarios::pipeline_caps_downstream_calls);
 }

@@ -38,6 +38,25 @@ pub fn pooled_client_never_runs_dry() {
     assert_eq!(client.idle_connections(), 1, "connection lost");
 }
 
+/// A caller races a graceful shutdown on a client of one connection: it gets an answer (it
+/// was admitted before the close) or the fallback (refused `Closed`), and either way the
+/// shutdown closes the one connection: it waited for the call in flight to give it back.
+pub fn shutdown_drains_calls_in_flight() {
+    let client = Arc::new(PooledClient::new(1, Duration::MAX, usize::MAX));
+    let caller = {
+        let client = Arc::clone(&client);
+        rt::spawn(move || client.get("a"))
+    };
+    let closed = client.shutdown(Duration::MAX);
+    let reply = join(caller);
+    assert_eq!(
+        closed, 1,
+        "shutdown closed the pool while a call still held a connection (reply {reply:?})"
+    );
+    assert!(client.bulkhead().is_closed());
+    assert_eq!(client.get("b"), Reply::Fallback, "a closed client answers with the fallback");
+}
+
 /// A caller waits up to 100 ms behind a slow call while the model clock passes 100 ms: it
 /// gets the answer or the fallback, and either way the client is left as it was: nobody
 /// counted as waiting, and the next caller gets a fresh answer.

@@ -29,6 +29,7 @@ const SCENARIOS: &[(&str, fn())] = &[
     ("pooled_client_never_runs_dry", scenarios::pooled_client_never_runs_dry),
     ("timeout_serves_fallback_then_recovers", scenarios::timeout_serves_fallback_then_recovers),
     ("pipeline_caps_downstream_calls", scenarios::pipeline_caps_downstream_calls),
+    ("shutdown_drains_calls_in_flight", scenarios::shutdown_drains_calls_in_flight),
     ("async_get_and_refresh_both_finish", scenarios::async_get_and_refresh_both_finish),
     ("async_get_falls_back_at_the_deadline", scenarios::async_get_falls_back_at_the_deadline),
 ];
@@ -126,6 +127,7 @@ tests!(
     pooled_client_never_runs_dry,
     timeout_serves_fallback_then_recovers,
     pipeline_caps_downstream_calls,
+    shutdown_drains_calls_in_flight,
     async_get_and_refresh_both_finish,
     async_get_falls_back_at_the_deadline
 );
