@@ -172,8 +172,9 @@ fn acquire_release(c: &mut Criterion) {
     group.finish();
 }
 
-/// What events cost: `call` and a rejection with no listener and with one registered, and a
-/// metrics snapshot.
+/// What observing costs: `call`, acquire + release and a rejection with no listener, with one
+/// listener registered, and instrumented (metrics on: the bulkhead's own counters, exported
+/// through an atomics-only recorder), side by side; and a metrics snapshot.
 fn events(c: &mut Criterion) {
     let mut group = c.benchmark_group("events");
 
@@ -190,6 +191,17 @@ fn events(c: &mut Criterion) {
     group.bench_function("bulkhead/call/one_listener", |b| {
         b.iter(|| black_box(black_box(&heard).call(|| black_box(1))))
     });
+    let instrumented = Arc::new(bulkhead(16, Duration::ZERO));
+    instrument(&instrumented);
+    group.bench_function("bulkhead/call/instrumented", |b| {
+        b.iter(|| black_box(black_box(&*instrumented).call(|| black_box(1))))
+    });
+    group.bench_function("bulkhead/acq_rel/no_listener", |b| {
+        b.iter(|| drop(black_box(black_box(&quiet).try_acquire())))
+    });
+    group.bench_function("bulkhead/acq_rel/instrumented", |b| {
+        b.iter(|| drop(black_box(black_box(&*instrumented).try_acquire())))
+    });
 
     let quiet_full = full_bulkhead();
     let heard_full = full_bulkhead();
@@ -202,6 +214,11 @@ fn events(c: &mut Criterion) {
     });
     group.bench_function("bulkhead/reject/one_listener", |b| {
         b.iter(|| black_box(black_box(&*heard_full).try_acquire()).is_err())
+    });
+    let instrumented_full = full_bulkhead();
+    instrument(&instrumented_full);
+    group.bench_function("bulkhead/reject/instrumented", |b| {
+        b.iter(|| black_box(black_box(&*instrumented_full).try_acquire()).is_err())
     });
 
     group.bench_function("bulkhead/metrics", |b| b.iter(|| black_box(black_box(&quiet).metrics())));

@@ -40,6 +40,11 @@ const OPS: &[(&str, &str)] = &[
     ("round_tokio_bounded", "waiting round: 2 tasks, 1 permit, timeout(10 s, acquire())"),
     ("round_tokio_unbounded", "waiting round: 2 tasks, 1 permit, tokio acquire()"),
     ("round_floor", "waiting round floor: 2 tasks, 1 permit, a flag and one waker slot"),
+    ("bulkhead_reject_instrumented", "bulkhead try_acquire on a full bulkhead, metrics on"),
+    ("bulkhead_acq_rel_instrumented", "bulkhead try_acquire + drop, metrics on"),
+    ("bulkhead_call_instrumented", "bulkhead call(|| ()), metrics on"),
+    ("bulkhead_reject_listener", "bulkhead try_acquire on a full bulkhead, one listener"),
+    ("bulkhead_acq_rel_listener", "bulkhead try_acquire + drop, one listener"),
 ];
 
 /// The floor of a waiting round: a one-permit hand-off between two tasks with nothing but a
@@ -133,6 +138,16 @@ fn run(op: &str, n: u64) -> Result<(), String> {
     let floor_free = AtomicU64::new(16 * ONE);
     let rt = current_thread_runtime();
     let mut cx = noop_context();
+    // Instrumented twins: metrics on (see `instrument`), or one counting listener.
+    let full_instrumented = full_bulkhead();
+    instrument(&full_instrumented);
+    let free_instrumented = Arc::new(bulkhead(16, Duration::ZERO));
+    instrument(&free_instrumented);
+    let heard = Arc::new(AtomicU64::new(0));
+    let full_listened = full_bulkhead();
+    count_events(&full_listened, &heard);
+    let free_listened = Arc::new(bulkhead(16, Duration::ZERO));
+    count_events(&free_listened, &heard);
 
     match op {
         "floor_load" => (0..n).for_each(|_| {
@@ -223,6 +238,21 @@ fn run(op: &str, n: u64) -> Result<(), String> {
             })
         }
         "round_floor" => rounds(&rt, Arc::new(Floor::default()), n, floor_acquire),
+        "bulkhead_reject_instrumented" => (0..n).for_each(|_| {
+            black_box(black_box(&*full_instrumented).try_acquire().is_err());
+        }),
+        "bulkhead_acq_rel_instrumented" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&*free_instrumented).try_acquire())))
+        }
+        "bulkhead_call_instrumented" => (0..n).for_each(|_| {
+            black_box(black_box(&*free_instrumented).call(|| black_box(())).is_ok());
+        }),
+        "bulkhead_reject_listener" => (0..n).for_each(|_| {
+            black_box(black_box(&*full_listened).try_acquire().is_err());
+        }),
+        "bulkhead_acq_rel_listener" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&*free_listened).try_acquire())))
+        }
         _ => return Err(format!("unknown op {op:?}; `callgrind list` prints the ops")),
     }
     Ok(())

@@ -14,6 +14,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use bulkhead::Bulkhead;
 use criterion::{Bencher, Criterion};
 
 mod common;
@@ -71,31 +72,46 @@ fn under_churn<S: Send + Sync + 'static>(
     })
 }
 
+/// The churner's loop body on a bulkhead: take the permit, hold it, drop it.
+fn bulkhead_churn(s: &Bulkhead) {
+    if let Ok(permit) = s.try_acquire() {
+        hold();
+        drop(permit);
+    }
+}
+
+/// The measured call on a bulkhead: whether it found the permit free.
+fn bulkhead_probe(s: &Bulkhead) -> bool {
+    match s.try_acquire() {
+        Ok(permit) => {
+            drop(permit);
+            true
+        }
+        Err(err) => {
+            black_box(err);
+            false
+        }
+    }
+}
+
 fn rejection_under_churn(c: &mut Criterion) {
     let mut group = c.benchmark_group("rejection_under_churn");
 
     let ours = Arc::new(bulkhead(1, Duration::ZERO));
     group.bench_function("bulkhead/try_acquire", |b| {
+        under_churn(b, "bulkhead/try_acquire", &ours, bulkhead_churn, bulkhead_probe)
+    });
+
+    // The same, with metrics on: every call is counted, by both threads.
+    let instrumented = Arc::new(bulkhead(1, Duration::ZERO));
+    instrument(&instrumented);
+    group.bench_function("bulkhead/try_acquire_instrumented", |b| {
         under_churn(
             b,
-            "bulkhead/try_acquire",
-            &ours,
-            |s| {
-                if let Ok(permit) = s.try_acquire() {
-                    hold();
-                    drop(permit);
-                }
-            },
-            |s| match s.try_acquire() {
-                Ok(permit) => {
-                    drop(permit);
-                    true
-                }
-                Err(err) => {
-                    black_box(err);
-                    false
-                }
-            },
+            "bulkhead/try_acquire_instrumented",
+            &instrumented,
+            bulkhead_churn,
+            bulkhead_probe,
         )
     });
 

@@ -51,6 +51,14 @@ fn allocs() {
     heard_full.on_event(move |_| {
         sink.fetch_add(1, Ordering::Relaxed);
     });
+    // Instrumented: metrics on (see `instrument`) and a listener.
+    let full_instrumented = full_bulkhead();
+    instrument(&full_instrumented);
+    let free_instrumented = Arc::new(bulkhead(16, Duration::ZERO));
+    instrument(&free_instrumented);
+    let instrumented_heard = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    count_events(&full_instrumented, &instrumented_heard);
+    count_events(&free_instrumented, &instrumented_heard);
     let tokio_full = full_tokio();
     let tokio_free = Arc::new(tokio::sync::Semaphore::new(16));
     let async_lock_full = full_async_lock();
@@ -110,7 +118,53 @@ fn allocs() {
             )
         }),
     );
+    row(
+        "reject",
+        "bulkhead try_acquire, instrumented",
+        per_op(N, || drop(black_box(full_instrumented.try_acquire()))),
+    );
+    row(
+        "reject",
+        "bulkhead try_acquire_owned, instrumented",
+        per_op(N, || drop(black_box(full_instrumented.try_acquire_owned()))),
+    );
+    row(
+        "reject",
+        "bulkhead acquire (max wait 0), instrumented",
+        per_op(N, || drop(black_box(full_instrumented.acquire()))),
+    );
+    row(
+        "reject",
+        "bulkhead acquire_async (max wait 0, one poll), instrumented",
+        per_op(N, || {
+            let mut fut = std::pin::pin!(full_instrumented.acquire_async());
+            drop(black_box(fut.as_mut().poll(&mut cx)));
+        }),
+    );
     row("fast", "bulkhead try_acquire + drop", per_op(N, || drop(black_box(free.try_acquire()))));
+    row(
+        "fast",
+        "bulkhead try_acquire + drop, instrumented",
+        per_op(N, || drop(black_box(free_instrumented.try_acquire()))),
+    );
+    row(
+        "fast",
+        "bulkhead try_acquire_owned + drop, instrumented",
+        per_op(N, || drop(black_box(free_instrumented.try_acquire_owned()))),
+    );
+    row(
+        "fast",
+        "bulkhead acquire_async + drop (one poll), instrumented",
+        per_op(N, || {
+            let mut fut = std::pin::pin!(free_instrumented.acquire_async());
+            drop(black_box(fut.as_mut().poll(&mut cx)));
+        }),
+    );
+    row(
+        "fast",
+        "bulkhead call, instrumented",
+        per_op(N, || drop(black_box(free_instrumented.call(|| black_box(1))))),
+    );
     row(
         "fast",
         "bulkhead try_acquire_owned + drop",

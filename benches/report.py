@@ -67,6 +67,8 @@ TOKIO_REF = {
     "rejection/bulkhead/try_acquire": "rejection/tokio/try_acquire",
     "rejection/bulkhead/try_acquire_owned": "rejection/tokio/try_acquire_owned",
     "rejection_under_churn/bulkhead/try_acquire": "rejection_under_churn/tokio/try_acquire",
+    "rejection_under_churn/bulkhead/try_acquire_instrumented":
+        "rejection_under_churn/tokio/try_acquire",
     "zero_wait_rejection/bulkhead/acquire": "zero_wait_rejection/tokio/timeout_zero_acquire",
     "zero_wait_rejection/bulkhead/acquire_async_poll":
         "zero_wait_rejection/tokio/timeout_zero_acquire",
@@ -97,6 +99,9 @@ FLOOR_REF = {
     "handoff/bulkhead/sync": "handoff/std/park_unpark",
     "events/bulkhead/call/one_listener": "events/bulkhead/call/no_listener",
     "events/bulkhead/reject/one_listener": "events/bulkhead/reject/no_listener",
+    "events/bulkhead/call/instrumented": "events/bulkhead/call/no_listener",
+    "events/bulkhead/acq_rel/instrumented": "events/bulkhead/acq_rel/no_listener",
+    "events/bulkhead/reject/instrumented": "events/bulkhead/reject/no_listener",
 }
 
 GROUPS = [
@@ -115,8 +120,8 @@ GROUPS = [
     ("handoff", "Hand-off latency: release → the queued waiter runs with its permit",
      "sync ×floor column: against a bare `thread::park`/`unpark` ping-pong; "
      "async: two tasks on a 2-worker tokio runtime"),
-    ("events", "Event listener overhead",
-     "×floor column: the same operation with no listener"),
+    ("events", "Observing: a listener, or instrumented (metrics on)",
+     "×floor column: the same operation with no listener and no metrics"),
 ]
 
 # Callgrind op pairs: ours -> (tokio counterpart, floor counterpart)
@@ -129,6 +134,11 @@ CG_REFS = {
     "bulkhead_acq_rel": ("tokio_acq_rel", "floor_cas_add"),
     "bulkhead_acq_rel_owned": ("tokio_acq_rel_owned", "floor_cas_add"),
     "bulkhead_call": ("tokio_acq_rel", "floor_cas_add"),
+    "bulkhead_reject_instrumented": ("tokio_reject", "floor_load"),
+    "bulkhead_reject_listener": ("tokio_reject", "floor_load"),
+    "bulkhead_acq_rel_instrumented": ("tokio_acq_rel", "floor_cas_add"),
+    "bulkhead_acq_rel_listener": ("tokio_acq_rel", "floor_cas_add"),
+    "bulkhead_call_instrumented": ("tokio_acq_rel", "floor_cas_add"),
 }
 
 

@@ -6,7 +6,9 @@
 #   benches/report.sh [RUNS]     RUNS criterion runs of the whole suite (default 2)
 #
 # Needs python3 and valgrind. About 5 minutes on 2 cores. Honours CARGO_TARGET_DIR.
-# Environment knobs: QUICK (criterion flags).
+# Environment knobs: QUICK (criterion flags), BENCH_FEATURES (cargo features for every bench
+# build; default `metrics`, so the instrumented rows export through the metrics facade;
+# add `tracing` to measure a tracing-enabled build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,14 +19,16 @@ WORK="$TARGET/bench-report"
 RESULTS=benches/results
 REPORT="python3 benches/report.py"
 TIMED=(--bench acquire --bench contention --bench handoff)
+FEATURES=(--features "${BENCH_FEATURES:-metrics}")
 
 rm -rf "$WORK"
 mkdir -p "$WORK" "$RESULTS"
 
 echo "== building" >&2
-cargo bench --no-run "${TIMED[@]}" --bench callgrind --bench probe
+cargo bench --no-run "${FEATURES[@]}" "${TIMED[@]}" --bench callgrind --bench probe
 exe() {
-    cargo bench --no-run --bench "$1" --message-format=json 2>/dev/null | $REPORT executable "$1"
+    cargo bench --no-run "${FEATURES[@]}" --bench "$1" --message-format=json 2>/dev/null |
+        $REPORT executable "$1"
 }
 CALLGRIND_BIN="$(exe callgrind)"
 PROBE_BIN="$(exe probe)"
@@ -55,7 +59,7 @@ for run in $(seq 1 "$RUNS"); do
     export CRITERION_HOME="$WORK/criterion-$run"
     # shellcheck disable=SC2086 # QUICK is a list of flags
     BULKHEAD_BENCH_MIX="$WORK/mix-$run.json" \
-        timeout 900 cargo bench "${TIMED[@]}" -- $QUICK >"$WORK/criterion-$run.log" 2>&1 ||
+        timeout 900 cargo bench "${FEATURES[@]}" "${TIMED[@]}" -- $QUICK >"$WORK/criterion-$run.log" 2>&1 ||
         { tail -n 30 "$WORK/criterion-$run.log" >&2; exit 1; }
     $REPORT collect "$CRITERION_HOME" >"$WORK/run-$run.json"
 done

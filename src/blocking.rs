@@ -20,7 +20,7 @@ impl Bulkhead {
         let key = match sem.enqueue(Waiter::Thread, self.max_waiting()) {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {
-                self.permitted(sem.load());
+                self.permitted_after(sem.load(), Some(start));
                 return Ok(());
             }
             Enqueued::TooManyWaiting => {
@@ -31,7 +31,7 @@ impl Bulkhead {
         let outcome = self.park_on(key, deadline);
         match outcome {
             Some(Outcome::Granted) => {
-                self.permitted(sem.load());
+                self.permitted_after(sem.load(), Some(start));
                 Ok(())
             }
             Some(Outcome::Closed) => {

@@ -26,6 +26,42 @@ pub enum RejectReason {
     Closed,
 }
 
+impl RejectReason {
+    /// Every reason, in declaration order: `ALL[r.index()] == r`. Per-reason counters are
+    /// arrays of this length, so a new reason is one more entry here (and its label below).
+    pub(crate) const ALL: [RejectReason; 4] = [
+        RejectReason::Full,
+        RejectReason::WaitTimedOut,
+        RejectReason::TooManyWaiting,
+        RejectReason::Closed,
+    ];
+
+    /// The position of this reason in [`ALL`](Self::ALL).
+    #[inline]
+    pub(crate) const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// A stable, lower-case, machine-friendly name: the `reason` label of the exported
+    /// rejection counter and the `reason` field of `tracing` events.
+    ///
+    /// ```
+    /// use bulkhead::RejectReason;
+    /// assert_eq!(RejectReason::Full.label(), "full");
+    /// assert_eq!(RejectReason::WaitTimedOut.label(), "wait_timed_out");
+    /// assert_eq!(RejectReason::TooManyWaiting.label(), "too_many_waiting");
+    /// assert_eq!(RejectReason::Closed.label(), "closed");
+    /// ```
+    pub const fn label(self) -> &'static str {
+        match self {
+            RejectReason::Full => "full",
+            RejectReason::WaitTimedOut => "wait_timed_out",
+            RejectReason::TooManyWaiting => "too_many_waiting",
+            RejectReason::Closed => "closed",
+        }
+    }
+}
+
 impl fmt::Display for RejectReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -177,12 +177,16 @@ impl Core {
                 wait,
             ))));
         }
-        // An unbounded wait never reads the clock: only a timeout reports how long it waited.
-        let start = (wait != Duration::MAX).then(|| sem.clock.now());
+        // An unbounded wait reads the clock only if someone observes the calls (one more
+        // load of the word): the wait histogram and `tracing` want its length. Unobserved,
+        // only a timeout reports how long it waited, and an unbounded wait has none. (A
+        // bulkhead that becomes observed while this waits does not time it: the histogram
+        // counts that wait as a zero wait.)
+        let start = (wait != Duration::MAX || sem.load().is_observed()).then(|| sem.clock.now());
         let key = match sem.enqueue(Waiter::Task(cx.waker()), bulkhead.max_waiting()) {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {
-                bulkhead.permitted(sem.load());
+                bulkhead.permitted_after(sem.load(), start);
                 return Some(self.done_with(Ok(())));
             }
             Enqueued::TooManyWaiting => {
@@ -223,7 +227,7 @@ impl Core {
         let sem = bulkhead.sem();
         match outcome {
             Outcome::Granted => {
-                bulkhead.permitted(sem.load());
+                bulkhead.permitted_after(sem.load(), self.start);
                 self.done_with(Ok(()))
             }
             Outcome::Closed => {

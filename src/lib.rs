@@ -36,7 +36,8 @@
 //! | feature | default | what it adds |
 //! |---------|---------|--------------|
 //! | `tokio` | yes     | async waits bounded by tokio's timer; without it, bound them with [`Bulkhead::acquire_async_with_sleep`] |
-//! | `metrics` | no    | `bulkhead::metrics_export`: Resilience4j-named gauges, call counters and a wait-time histogram through the `metrics` facade |
+//! | `metrics` | no    | `bulkhead::metrics_export`: Resilience4j-named gauges, call counters and a wait-time histogram through the `metrics` facade, read at scrape time |
+//! | `tracing` | no    | `tracing` events (target `bulkhead`) for refused calls (`DEBUG`; `INFO` for a wait that timed out) and waits of 10 ms or more (`DEBUG`), with the bulkhead's name and the reason |
 //! | `tower` | no      | `bulkhead::tower::BulkheadLayer`: a bulkhead for outbound tower clients (hyper, tonic), refusing with a boxed [`BulkheadFull`] |
 //! | `serde` | no      | `bulkhead::file`: Resilience4j-style `application.yml` / `.toml` files (`resilience4j.bulkhead.*`), the style guide's rules as checks, and `BulkheadRegistry::from_file` |
 //! | `cli`   | no      | the `bulkhead-check` command: prints each instance's effective config and the rules' findings; exits 1 on errors |
@@ -82,6 +83,7 @@ pub mod metrics_export;
 #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
 #[cfg_attr(docsrs, doc(cfg(any(bulkhead_loom, bulkhead_shuttle))))]
 pub mod model;
+mod observe;
 mod permit;
 mod registry;
 mod state;
@@ -89,6 +91,7 @@ mod sync;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
+mod trace;
 
 pub use crate::bulkhead::Bulkhead;
 pub use crate::config::{BulkheadConfig, BulkheadConfigBuilder, ConfigError};

@@ -10,29 +10,37 @@
 //! | `resilience4j_bulkhead_max_allowed_concurrent_calls` | gauge | the current limit (Resilience4j's name) |
 //! | `bulkhead_in_flight_calls` | gauge | calls holding a permit |
 //! | `bulkhead_waiting_calls` | gauge | callers queued for a slot |
+//! | `bulkhead_closed` | gauge | 1 once [`Bulkhead::close`] ran (the bulkhead refuses every call), else 0 |
 //! | `bulkhead_calls_permitted_total` | counter | calls admitted |
-//! | `bulkhead_calls_rejected_total` | counter | calls refused, label `reason`: `full`, `wait_timed_out`, `too_many_waiting` |
+//! | `bulkhead_calls_rejected_total` | counter | calls refused, label `reason`: [`RejectReason::label`] (`full`, `wait_timed_out`, `too_many_waiting`, `closed`) |
 //! | `bulkhead_calls_finished_total` | counter | permits released (call returned, unwound or was cancelled) |
-//! | `bulkhead_wait_duration_seconds` | histogram | time spent getting a permit, label `outcome`: `permitted` or `rejected` (only for acquires made through [`InstrumentedBulkhead`] or the instrumented tower layer) |
+//! | `bulkhead_wait_duration_seconds` | histogram | time spent getting a permit, label `outcome`: `permitted` or `rejected`; zero for a permit taken at once or an immediate refusal (also counted as zero: a queued caller refused by `close`, and an unbounded async wait that began before the bulkhead was observed, which never read the clock) |
 //!
-//! # Gauges are read when you scrape: call [`InstrumentedBulkhead::record`]
+//! # Everything is read when you scrape: call [`collect`]
 //!
-//! The counters are exact: a listener registered with [`Bulkhead::on_event`] adds one per
-//! event, on the thread where it happens, through handles resolved once at registration.
+//! The `metrics` facade has no pull callbacks, so the values are handed over at scrape
+//! time: your `/metrics` handler calls [`collect`] (every registered bulkhead) or
+//! [`InstrumentedBulkhead::collect`] (one) right before it renders. That reads each
+//! bulkhead once, lock-free, and hands the recorder:
 //!
-//! The gauges are different. They are *set* from a [`Bulkhead::metrics`] snapshot by
-//! [`InstrumentedBulkhead::record`] (or the free function [`record`]), which your exporter
-//! should call right before it renders (or a timer calls every few seconds). Setting them
-//! from the event listener instead would be wrong, not just slower to update:
+//! - the gauges, `set` from one [`Bulkhead::metrics`] snapshot;
+//! - the counters, as `absolute` values: the bulkhead counts calls itself (see
+//!   [`Bulkhead::enable_counters`]), each thread in its own cells, so Prometheus shows
+//!   exactly what callers saw, and a call costs no recorder lookup, no lock and no shared
+//!   cache-line write;
+//! - the wait histogram, as the samples that arrived since the previous collection: zero
+//!   waits (permits taken at once, immediate refusals) as 0, and each slow-path bucket's
+//!   new samples as their mean wait, so the exported count and sum are exact and so are
+//!   the exporter's buckets at the bounds of [`WAIT_BUCKETS`].
 //!
-//! - No event fires when a caller starts waiting, nor on [`Bulkhead::change_config`], so
-//!   `waiting_calls` and `max_allowed_concurrent_calls` would go stale until the next call.
-//! - Two threads finishing at once each take a snapshot and `set` it; the older snapshot can
-//!   land last. Nothing fires after the final release of a burst, so an idle bulkhead could
-//!   show a call in flight (and a slot missing) forever.
+//! Nothing on the call path touches the recorder. Pushing gauges from the call path would
+//! be wrong, not only slower: no event fires when a caller starts waiting or on
+//! [`Bulkhead::change_config`], and two threads finishing at once could `set` their
+//! snapshots in the wrong order, leaving an idle bulkhead showing a call in flight.
 //!
-//! A snapshot taken at scrape time has neither problem, costs one atomic load and one lock,
-//! and costs the call path nothing.
+//! If the exporter renders on its own (the Prometheus exporter's built-in HTTP listener),
+//! there is no scrape hook: call [`collect`] from a timer instead (the values are then as
+//! old as the timer's period).
 //!
 //! # Examples
 //!
@@ -50,11 +58,11 @@
 //!     bulkhead::metrics_export::register(&bank)
 //! });
 //!
-//! let balance = bank.call(|| "42.00 EUR")?;
+//! let balance = bank.bulkhead().call(|| "42.00 EUR")?;
 //! assert_eq!(balance, "42.00 EUR");
 //!
-//! // At scrape time: refresh the gauges, then render.
-//! bank.record();
+//! // The /metrics handler: collect, then render.
+//! bulkhead::metrics_export::collect();
 //! let text = handle.render();
 //! assert!(text.contains(r#"resilience4j_bulkhead_available_concurrent_calls{name="bank"} 16"#));
 //! assert!(text.contains(r#"bulkhead_calls_permitted_total{name="bank"} 1"#));
@@ -63,17 +71,15 @@
 
 use core::future::Future;
 use std::fmt;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex, Weak};
 
 use metrics::{
     counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Counter,
     Gauge, Histogram, Unit,
 };
 
-use crate::{
-    Bulkhead, BulkheadEvent, BulkheadEventKind, BulkheadFull, OwnedPermit, Permit, RejectReason,
-};
+use crate::observe::{CallCounts, Outcome, WaitSnapshot, REASONS, WAIT_BUCKETS as BUCKETS};
+use crate::{Bulkhead, BulkheadFull, BulkheadMetrics, OwnedPermit, Permit, RejectReason};
 
 /// Gauge: free slots. Resilience4j's Prometheus name.
 pub const AVAILABLE_CONCURRENT_CALLS: &str = "resilience4j_bulkhead_available_concurrent_calls";
@@ -83,9 +89,12 @@ pub const MAX_ALLOWED_CONCURRENT_CALLS: &str = "resilience4j_bulkhead_max_allowe
 pub const IN_FLIGHT_CALLS: &str = "bulkhead_in_flight_calls";
 /// Gauge: callers queued for a slot.
 pub const WAITING_CALLS: &str = "bulkhead_waiting_calls";
+/// Gauge: 1 once the bulkhead is closed ([`Bulkhead::close`]), else 0.
+pub const CLOSED: &str = "bulkhead_closed";
 /// Counter: calls admitted.
 pub const CALLS_PERMITTED: &str = "bulkhead_calls_permitted_total";
-/// Counter: calls refused, labelled `reason` (`full`, `wait_timed_out`, `too_many_waiting`).
+/// Counter: calls refused, labelled `reason` ([`RejectReason::label`]: `full`,
+/// `wait_timed_out`, `too_many_waiting`, `closed`).
 pub const CALLS_REJECTED: &str = "bulkhead_calls_rejected_total";
 /// Counter: permits released.
 pub const CALLS_FINISHED: &str = "bulkhead_calls_finished_total";
@@ -93,66 +102,59 @@ pub const CALLS_FINISHED: &str = "bulkhead_calls_finished_total";
 /// `rejected`).
 pub const WAIT_DURATION: &str = "bulkhead_wait_duration_seconds";
 
-/// The label value of [`CALLS_REJECTED`]'s `reason` for `reason`.
-fn reason_label(reason: RejectReason) -> &'static str {
-    match reason {
-        RejectReason::Full => "full",
-        RejectReason::WaitTimedOut => "wait_timed_out",
-        RejectReason::TooManyWaiting => "too_many_waiting",
-        RejectReason::Closed => "closed",
-    }
-}
+/// The bucket bounds (seconds) the bulkhead sorts slow-path waits into, besides zero. Give
+/// them (with `0.0`) to your exporter's histogram buckets for [`WAIT_DURATION`] and its
+/// bucket counts are exact:
+///
+/// ```
+/// use bulkhead::metrics_export::{WAIT_BUCKETS, WAIT_DURATION};
+/// use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+///
+/// let mut buckets = vec![0.0];
+/// buckets.extend_from_slice(WAIT_BUCKETS);
+/// let builder = PrometheusBuilder::new()
+///     .set_buckets_for_metric(Matcher::Full(WAIT_DURATION.to_owned()), &buckets)?;
+/// # drop(builder);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub const WAIT_BUCKETS: &[f64] = &[0.0001, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
 
 fn describe() {
     describe_gauge!(AVAILABLE_CONCURRENT_CALLS, Unit::Count, "Free slots in the bulkhead");
     describe_gauge!(MAX_ALLOWED_CONCURRENT_CALLS, Unit::Count, "The bulkhead's current limit");
     describe_gauge!(IN_FLIGHT_CALLS, Unit::Count, "Calls holding a bulkhead permit");
     describe_gauge!(WAITING_CALLS, Unit::Count, "Callers queued for a bulkhead slot");
+    describe_gauge!(CLOSED, Unit::Count, "1 once the bulkhead is closed, else 0");
     describe_counter!(CALLS_PERMITTED, Unit::Count, "Calls the bulkhead admitted");
     describe_counter!(CALLS_REJECTED, Unit::Count, "Calls the bulkhead refused, by reason");
     describe_counter!(CALLS_FINISHED, Unit::Count, "Bulkhead permits released");
     describe_histogram!(WAIT_DURATION, Unit::Seconds, "Time spent getting a bulkhead permit");
 }
 
-/// The counter handles the event listener adds to.
+/// The counter handles, resolved once.
 struct Counters {
     permitted: Counter,
-    rejected_full: Counter,
-    rejected_wait_timed_out: Counter,
-    rejected_too_many_waiting: Counter,
-    rejected_closed: Counter,
+    rejected: [Counter; REASONS],
     finished: Counter,
 }
 
 impl Counters {
     fn new(name: &str) -> Self {
-        let rejected = |reason: RejectReason| counter!(CALLS_REJECTED, "name" => name.to_owned(), "reason" => reason_label(reason));
         Counters {
             permitted: counter!(CALLS_PERMITTED, "name" => name.to_owned()),
-            rejected_full: rejected(RejectReason::Full),
-            rejected_wait_timed_out: rejected(RejectReason::WaitTimedOut),
-            rejected_too_many_waiting: rejected(RejectReason::TooManyWaiting),
-            rejected_closed: rejected(RejectReason::Closed),
+            rejected: RejectReason::ALL.map(|reason| {
+                counter!(CALLS_REJECTED, "name" => name.to_owned(), "reason" => reason.label())
+            }),
             finished: counter!(CALLS_FINISHED, "name" => name.to_owned()),
         }
     }
 
-    fn on_event(&self, event: &BulkheadEvent) {
-        let counter = match event.kind() {
-            BulkheadEventKind::CallPermitted => &self.permitted,
-            BulkheadEventKind::CallRejected(RejectReason::Full) => &self.rejected_full,
-            BulkheadEventKind::CallRejected(RejectReason::WaitTimedOut) => {
-                &self.rejected_wait_timed_out
-            }
-            BulkheadEventKind::CallRejected(RejectReason::TooManyWaiting) => {
-                &self.rejected_too_many_waiting
-            }
-            BulkheadEventKind::CallRejected(RejectReason::Closed) => &self.rejected_closed,
-            BulkheadEventKind::CallFinished => &self.finished,
-            // Not a call; the closed state is read at scrape time.
-            _ => return,
-        };
-        counter.increment(1);
+    fn set(&self, counts: &CallCounts) {
+        self.permitted.absolute(counts.permitted);
+        for (counter, &count) in self.rejected.iter().zip(&counts.rejected) {
+            counter.absolute(count);
+        }
+        self.finished.absolute(counts.finished);
     }
 }
 
@@ -161,6 +163,7 @@ struct Gauges {
     max_allowed: Gauge,
     in_flight: Gauge,
     waiting: Gauge,
+    closed: Gauge,
 }
 
 impl Gauges {
@@ -170,34 +173,104 @@ impl Gauges {
             max_allowed: gauge!(MAX_ALLOWED_CONCURRENT_CALLS, "name" => name.to_owned()),
             in_flight: gauge!(IN_FLIGHT_CALLS, "name" => name.to_owned()),
             waiting: gauge!(WAITING_CALLS, "name" => name.to_owned()),
+            closed: gauge!(CLOSED, "name" => name.to_owned()),
         }
     }
 
-    fn set(&self, bulkhead: &Bulkhead) {
-        let m = bulkhead.metrics();
+    fn set(&self, m: &BulkheadMetrics) {
         // Values are at most 2^30 - 1 (the engine's limit), exact in an f64.
         self.available.set(m.available_concurrent_calls() as f64);
         self.max_allowed.set(m.max_allowed_concurrent_calls() as f64);
         self.in_flight.set(m.in_flight_calls() as f64);
         self.waiting.set(m.waiting_calls() as f64);
+        self.closed.set(if m.is_closed() { 1.0 } else { 0.0 });
+    }
+}
+
+/// One outcome's wait histogram, and what it was fed so far.
+struct Waits {
+    histogram: Histogram,
+    /// Zero waits fed so far.
+    zero: u64,
+    /// Slow-path samples fed so far.
+    fed: WaitSnapshot,
+}
+
+impl Waits {
+    fn new(name: &str, outcome: &'static str) -> Self {
+        Waits {
+            histogram: histogram!(WAIT_DURATION, "name" => name.to_owned(), "outcome" => outcome),
+            zero: 0,
+            fed: WaitSnapshot::default(),
+        }
+    }
+
+    /// Feeds the samples that arrived since the last call. `total` counts every wait with
+    /// this outcome, zero or not; `now` holds the slow-path (non-zero) ones.
+    fn feed(&mut self, total: u64, now: &WaitSnapshot) {
+        for bucket in 0..BUCKETS {
+            let count = now.count[bucket].wrapping_sub(self.fed.count[bucket]);
+            if count == 0 {
+                continue;
+            }
+            let nanos = now.nanos[bucket].wrapping_sub(self.fed.nanos[bucket]);
+            // The samples' mean: their sum stays exact, and a mean of waits within a
+            // bucket's bounds is within them too.
+            let mean = nanos as f64 / count as f64 / 1e9;
+            self.histogram.record_many(mean, usize::try_from(count).unwrap_or(usize::MAX));
+        }
+        self.fed = *now;
+        // The counters and the slow-path samples are read one after the other: a wait that
+        // is in the samples but not yet in `total` makes `zero` look smaller for one
+        // collection. Feed only growth; the next collection catches up.
+        let slow = now.count.iter().fold(0u64, |sum, n| sum.wrapping_add(*n));
+        let zero = total.saturating_sub(slow);
+        if zero > self.zero {
+            let new = usize::try_from(zero - self.zero).unwrap_or(usize::MAX);
+            self.histogram.record_many(0.0, new);
+            self.zero = zero;
+        }
     }
 }
 
 struct Inner {
     bulkhead: Arc<Bulkhead>,
     gauges: Gauges,
-    wait_permitted: Histogram,
-    wait_rejected: Histogram,
+    counters: Counters,
+    /// Permitted, rejected. A lock on the scrape path only: two concurrent collections
+    /// must not feed the same samples twice.
+    waits: Mutex<[Waits; 2]>,
 }
+
+impl Inner {
+    fn collect(&self) {
+        let m = self.bulkhead.metrics();
+        self.gauges.set(&m);
+        let Some(counters) = self.bulkhead.counters() else {
+            return;
+        };
+        // Read the counts after the snapshot above: never older than the gauges.
+        let counts = counters.counts();
+        self.counters.set(&counts);
+        let mut waits = self.waits.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let rejected = counts.rejected.iter().fold(0u64, |sum, n| sum.wrapping_add(*n));
+        let [permitted_waits, rejected_waits] = &mut *waits;
+        permitted_waits.feed(counts.permitted, &counters.waits(Outcome::Permitted));
+        rejected_waits.feed(rejected, &counters.waits(Outcome::Rejected));
+    }
+}
+
+/// Every [`register`]ed bulkhead still alive, for [`collect`].
+static REGISTERED: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
 
 /// Starts exporting `bulkhead`'s metrics to the recorder that is current now (the global
 /// one, or a local one set with [`metrics::with_local_recorder`]).
 ///
-/// It describes the metrics, resolves their handles once, and registers a listener
-/// ([`Bulkhead::on_event`]) that counts permitted, rejected and finished calls. Call it
-/// **once per bulkhead**: listeners cannot be removed, so a second registration would count
-/// every event twice. Keep the returned [`InstrumentedBulkhead`] (it is cheap to clone) and
-/// call its [`record`](InstrumentedBulkhead::record) before each scrape.
+/// It describes the metrics, resolves their handles once, turns on the bulkhead's own call
+/// counters ([`Bulkhead::enable_counters`]), and adds the bulkhead to those [`collect`]
+/// reads. Keep the returned [`InstrumentedBulkhead`] (it is cheap to clone): the bulkhead
+/// is exported while any clone of it is alive. Registering a bulkhead again is harmless
+/// (counters are exported as absolute values), but keeps two handles on the same series.
 ///
 /// # Examples
 ///
@@ -210,8 +283,9 @@ struct Inner {
 /// let bank = Arc::new(Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(0).build()?));
 /// let instrumented =
 ///     metrics::with_local_recorder(&recorder, || bulkhead::metrics_export::register(&bank));
-/// assert!(bank.try_acquire().is_err()); // counted by the listener, whoever calls
+/// assert!(bank.try_acquire().is_err()); // counted by the bulkhead, whoever calls
 /// assert!(Arc::ptr_eq(instrumented.bulkhead(), &bank));
+/// instrumented.collect();
 /// assert!(handle
 ///     .render()
 ///     .contains(r#"bulkhead_calls_rejected_total{name="bank",reason="full"} 1"#));
@@ -219,27 +293,69 @@ struct Inner {
 /// ```
 pub fn register(bulkhead: &Arc<Bulkhead>) -> InstrumentedBulkhead {
     describe();
+    bulkhead.enable_counters();
     let name = bulkhead.name();
-    let counters = Counters::new(name);
-    bulkhead.on_event(move |event| counters.on_event(event));
-    let wait = |outcome: &'static str| histogram!(WAIT_DURATION, "name" => name.to_owned(), "outcome" => outcome);
-    let instrumented = InstrumentedBulkhead {
-        inner: Arc::new(Inner {
-            bulkhead: Arc::clone(bulkhead),
-            gauges: Gauges::new(name),
-            wait_permitted: wait("permitted"),
-            wait_rejected: wait("rejected"),
-        }),
-    };
-    instrumented.record();
+    let inner = Arc::new(Inner {
+        bulkhead: Arc::clone(bulkhead),
+        gauges: Gauges::new(name),
+        counters: Counters::new(name),
+        waits: Mutex::new([Waits::new(name, "permitted"), Waits::new(name, "rejected")]),
+    });
+    let mut registered = REGISTERED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    registered.retain(|weak| weak.strong_count() > 0);
+    registered.push(Arc::downgrade(&inner));
+    drop(registered);
+    let instrumented = InstrumentedBulkhead { inner };
+    instrumented.collect();
     instrumented
 }
 
-/// Sets `bulkhead`'s gauges from a fresh snapshot, looking them up in the current recorder.
+/// Hands the recorder the current values of every registered bulkhead: call it from your
+/// `/metrics` handler right before rendering (see the [module docs](self)).
 ///
-/// For exporters that iterate over many bulkheads (a registry, say) without keeping an
-/// [`InstrumentedBulkhead`] for each. Counters and the wait histogram still need
-/// [`register`].
+/// Reads each bulkhead lock-free (one load of its state word, a sum of its counter cells)
+/// and never blocks a call. Bulkheads whose [`InstrumentedBulkhead`] clones are all dropped
+/// are skipped and forgotten.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use bulkhead::{Bulkhead, BulkheadConfig};
+///
+/// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+/// let (bank, payments) = metrics::with_local_recorder(&recorder, || {
+///     let register = |name| {
+///         bulkhead::metrics_export::register(&Arc::new(Bulkhead::new(name, BulkheadConfig::for_pool(10))))
+///     };
+///     (register("bank"), register("payments"))
+/// });
+/// let _held = payments.bulkhead().try_acquire()?;
+///
+/// // In the scrape handler:
+/// bulkhead::metrics_export::collect();
+/// let text = recorder.handle().render();
+/// assert!(text.contains(r#"bulkhead_in_flight_calls{name="bank"} 0"#));
+/// assert!(text.contains(r#"bulkhead_in_flight_calls{name="payments"} 1"#));
+/// # drop(bank);
+/// # Ok::<(), bulkhead::BulkheadFull>(())
+/// ```
+pub fn collect() {
+    let live: Vec<Arc<Inner>> = {
+        let mut registered = REGISTERED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        registered.retain(|weak| weak.strong_count() > 0);
+        registered.iter().filter_map(Weak::upgrade).collect()
+    };
+    for inner in live {
+        inner.collect();
+    }
+}
+
+/// Sets `bulkhead`'s gauges, and its counters if it counts calls, from a fresh snapshot,
+/// looking them up in the current recorder.
+///
+/// For exporters that iterate over many bulkheads (a registry, say) without registering
+/// each. The wait histogram needs [`register`] (it remembers what it already exported).
 ///
 /// # Examples
 ///
@@ -263,14 +379,19 @@ pub fn register(bulkhead: &Arc<Bulkhead>) -> InstrumentedBulkhead {
 /// # Ok::<(), bulkhead::BulkheadFull>(())
 /// ```
 pub fn record(bulkhead: &Bulkhead) {
-    Gauges::new(bulkhead.name()).set(bulkhead);
+    let m = bulkhead.metrics();
+    Gauges::new(bulkhead.name()).set(&m);
+    if let Some(counters) = bulkhead.counters() {
+        Counters::new(bulkhead.name()).set(&counters.counts());
+    }
 }
 
 /// A bulkhead whose metrics are exported: created by [`register`].
 ///
-/// Its acquire and call methods mirror [`Bulkhead`]'s and also record how long getting the
-/// permit took ([`WAIT_DURATION`]). Calls made on the [`Bulkhead`] directly are still
-/// counted; they are only missing from the wait histogram. Clones share everything.
+/// The bulkhead is exported while any clone is alive. Its acquire and call methods are
+/// [`Bulkhead`]'s (the bulkhead itself counts and times every call, however it is made);
+/// they are kept so code written against earlier versions still compiles. Clones share
+/// everything.
 ///
 /// # Examples
 ///
@@ -307,9 +428,8 @@ impl InstrumentedBulkhead {
         &self.inner.bulkhead
     }
 
-    /// Sets the gauges (available, max allowed, in flight, waiting) from a fresh snapshot.
-    /// Call it right before the exporter renders, or from a timer: see the
-    /// [module docs](self) for why the gauges are not set by the event listener.
+    /// Hands the recorder this bulkhead's current values (gauges, counters, new wait
+    /// samples): [`collect`] for one bulkhead. Call it right before the exporter renders.
     ///
     /// # Examples
     ///
@@ -321,31 +441,36 @@ impl InstrumentedBulkhead {
     /// let bank = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
     /// let instrumented = metrics::with_local_recorder(&recorder, || bulkhead::metrics_export::register(&bank));
     /// bank.change_config(BulkheadConfig::for_pool(10)); // no event fires for this
-    /// instrumented.record();
+    /// instrumented.collect();
     /// assert!(recorder
     ///     .handle()
     ///     .render()
     ///     .contains(r#"resilience4j_bulkhead_max_allowed_concurrent_calls{name="bank"} 8"#));
     /// ```
+    pub fn collect(&self) {
+        self.inner.collect();
+    }
+
+    /// The same as [`collect`](Self::collect), under its earlier name (it used to set only
+    /// the gauges; it now also hands over the counters and the wait histogram).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    /// let bank = metrics::with_local_recorder(&recorder, || {
+    ///     bulkhead::metrics_export::register(&Arc::new(Bulkhead::new("bank", BulkheadConfig::default())))
+    /// });
+    /// let _permit = bank.bulkhead().try_acquire()?;
+    /// bank.record();
+    /// assert!(recorder.handle().render().contains(r#"bulkhead_in_flight_calls{name="bank"} 1"#));
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
     pub fn record(&self) {
-        self.inner.gauges.set(&self.inner.bulkhead);
+        self.collect();
     }
 
-    /// Records one acquire in the wait histogram.
-    pub(crate) fn observe_wait(&self, start: Instant, result: Result<(), &BulkheadFull>) {
-        match result {
-            Ok(()) => self.inner.wait_permitted.record(start.elapsed()),
-            // The engine's own measure: zero for an immediate refusal.
-            Err(full) => self.inner.wait_rejected.record(full.waited()),
-        }
-    }
-
-    fn timed<T>(&self, start: Instant, result: Result<T, BulkheadFull>) -> Result<T, BulkheadFull> {
-        self.observe_wait(start, result.as_ref().map(|_| ()));
-        result
-    }
-
-    /// [`Bulkhead::acquire`], timed.
+    /// [`Bulkhead::acquire`].
     ///
     /// # Blocking
     ///
@@ -366,15 +491,14 @@ impl InstrumentedBulkhead {
     /// # Ok::<(), bulkhead::BulkheadFull>(())
     /// ```
     pub fn acquire(&self) -> Result<Permit<'_>, BulkheadFull> {
-        let start = Instant::now();
-        self.timed(start, self.inner.bulkhead.acquire())
+        self.inner.bulkhead.acquire()
     }
 
-    /// [`Bulkhead::acquire_async`], timed.
+    /// [`Bulkhead::acquire_async`].
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe, as [`Bulkhead::acquire_async`]; a cancelled wait is not recorded.
+    /// Cancel safe, as [`Bulkhead::acquire_async`].
     ///
     /// # Errors
     ///
@@ -394,15 +518,14 @@ impl InstrumentedBulkhead {
     /// # }
     /// ```
     pub async fn acquire_async(&self) -> Result<Permit<'_>, BulkheadFull> {
-        let start = Instant::now();
-        self.timed(start, self.inner.bulkhead.acquire_async().await)
+        self.inner.bulkhead.acquire_async().await
     }
 
-    /// [`Bulkhead::acquire_owned_async`], timed. The future is `Send + 'static`.
+    /// [`Bulkhead::acquire_owned_async`]. The future is `Send + 'static`.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe, as [`Bulkhead::acquire_async`]; a cancelled wait is not recorded.
+    /// Cancel safe, as [`Bulkhead::acquire_async`].
     ///
     /// # Errors
     ///
@@ -423,15 +546,10 @@ impl InstrumentedBulkhead {
     pub fn acquire_owned_async(
         &self,
     ) -> impl Future<Output = Result<OwnedPermit, BulkheadFull>> + Send + 'static {
-        let this = self.clone();
-        async move {
-            let start = Instant::now();
-            let acquired = this.inner.bulkhead.acquire_owned_async().await;
-            this.timed(start, acquired)
-        }
+        self.inner.bulkhead.acquire_owned_async()
     }
 
-    /// [`Bulkhead::call`], with the wait for the permit timed.
+    /// [`Bulkhead::call`].
     ///
     /// # Blocking
     ///
@@ -455,7 +573,7 @@ impl InstrumentedBulkhead {
         Ok(f())
     }
 
-    /// [`Bulkhead::call_async`], with the wait for the permit timed.
+    /// [`Bulkhead::call_async`].
     ///
     /// # Cancel safety
     ///
@@ -486,5 +604,15 @@ impl InstrumentedBulkhead {
 impl fmt::Debug for InstrumentedBulkhead {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("InstrumentedBulkhead").field("bulkhead", &self.inner.bulkhead).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn wait_buckets_are_the_engines_bounds() {
+        let engine: Vec<f64> =
+            crate::observe::WAIT_BOUNDS.iter().map(|bound| bound.as_secs_f64()).collect();
+        assert_eq!(super::WAIT_BUCKETS, &engine[..]);
     }
 }

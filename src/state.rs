@@ -9,13 +9,13 @@
 //! | 0       | `WAITERS`   | releases must take the lock: a waiter is queued, or closed     |
 //! | 1       | `CLOSED`    | `close` ran: every acquire is refused, for good                |
 //! | 2..=31  | limit       | the current `max_concurrent_calls` (unsigned, ≤ 2^30 − 1)      |
-//! | 32      | `LISTENERS` | at least one event listener is registered                      |
+//! | 32      | `OBSERVED`  | counters, a listener or `tracing` want to hear of every call   |
 //! | 33..=63 | available   | free permits, **signed**: negative after a shrink (a debt)     |
 //!
 //! Keeping the limit and the flags in the word means a rejection reads exactly one atomic
-//! and still knows the limit to report, whether the refusal is `Closed`, and whether to emit
-//! an event. The two flags a newcomer must find clear are the two lowest bits, so the fast
-//! path tests them with one small immediate. Adding or removing a permit is adding or
+//! and still knows the limit to report, whether the refusal is `Closed`, and whether to
+//! count or emit an event. The two flags a newcomer must find clear are the two lowest bits,
+//! so the fast path tests them with one small immediate. Adding or removing a permit is adding or
 //! subtracting `ONE_PERMIT` (`1 << 33`): wrapping arithmetic on the top bits never touches
 //! the low ones, and 31 signed bits hold ±(2^30 − 1), so the sign of `available` takes care
 //! of itself.
@@ -89,7 +89,7 @@ const CLOSED: u64 = 1 << 1;
 const LIMIT_SHIFT: u32 = 2;
 const LIMIT_BITS: u32 = 30;
 const LIMIT_MASK: u64 = ((1 << LIMIT_BITS) - 1) << LIMIT_SHIFT;
-const LISTENERS: u64 = 1 << 32;
+const OBSERVED: u64 = 1 << 32;
 const AVAILABLE_SHIFT: u32 = 33;
 const ONE_PERMIT: u64 = 1 << AVAILABLE_SHIFT;
 
@@ -122,10 +122,11 @@ impl Word {
         ((self.0 & LIMIT_MASK) >> LIMIT_SHIFT) as usize
     }
 
-    /// Whether any event listener is registered.
+    /// Whether anyone observes the calls (counters, listeners, `tracing`): see
+    /// `observe.rs`.
     #[inline]
-    pub(crate) fn has_listeners(self) -> bool {
-        self.0 & LISTENERS != 0
+    pub(crate) fn is_observed(self) -> bool {
+        self.0 & OBSERVED != 0
     }
 
     /// Whether [`Semaphore::close`] ran.
@@ -764,7 +765,7 @@ impl Semaphore {
         let mut word = Word(self.state.load(Ordering::Relaxed));
         let new = loop {
             let delta = limit as i64 - word.limit() as i64;
-            let flags = word.0 & (WAITERS | LISTENERS | CLOSED);
+            let flags = word.0 & (WAITERS | OBSERVED | CLOSED);
             let new = Word::encode(word.available() + delta, limit, flags);
             // Ordering: AcqRel on success — Release so a caller admitted by the new permits
             // (its acquire CAS reads this value) also sees the configuration written before
@@ -784,16 +785,14 @@ impl Semaphore {
         }
     }
 
-    /// Raises or clears the listener flag.
-    pub(crate) fn set_listeners_flag(&self, on: bool) {
-        // Ordering: Release — pairs with nothing on the hot path (which reads the flag
-        // Relaxed and then takes the listener lock, which synchronizes by itself); Release
-        // only keeps the registration before the flag in program order for readers.
-        if on {
-            self.state.fetch_or(LISTENERS, Ordering::Release);
-        } else {
-            self.state.fetch_and(!LISTENERS, Ordering::Release);
-        }
+    /// Raises the observed flag, for good: nothing clears it.
+    pub(crate) fn set_observed(&self) {
+        // Ordering: Relaxed — the observers' data is published by their own `OnceLock`s
+        // (Release/Acquire); the flag only sends later calls to look. A call that happens
+        // after this returns reads the word at or after this read-modify-write (coherence),
+        // so it cannot miss the flag; being a read-modify-write, it continues the release
+        // sequence of earlier releases (pair 1).
+        self.state.fetch_or(OBSERVED, Ordering::Relaxed);
     }
 }
 
@@ -807,7 +806,7 @@ mod tests {
         assert_eq!(w.available(), -3);
         assert_eq!(w.limit(), 5);
         assert!(w.has_waiters());
-        assert!(!w.has_listeners());
+        assert!(!w.is_observed());
         assert_eq!(w.in_flight(), 8);
         let up = Word(w.0.wrapping_add(ONE_PERMIT * 4));
         assert_eq!(up.available(), 1);
@@ -816,10 +815,10 @@ mod tests {
 
     #[test]
     fn word_max_limit_fits() {
-        let w = Word::encode(-(MAX_PERMITS as i64), MAX_PERMITS, LISTENERS | WAITERS);
+        let w = Word::encode(-(MAX_PERMITS as i64), MAX_PERMITS, OBSERVED | WAITERS);
         assert_eq!(w.limit(), MAX_PERMITS);
         assert_eq!(w.available(), -(MAX_PERMITS as i64));
-        assert!(w.has_listeners());
+        assert!(w.is_observed());
         assert_eq!(w.in_flight(), 2 * MAX_PERMITS);
     }
 
@@ -829,7 +828,7 @@ mod tests {
         assert!(!Word::encode(0, 1, 0).admits_newcomer());
         assert!(!Word::encode(-1, 1, 0).admits_newcomer());
         assert!(!Word::encode(1, 1, WAITERS).admits_newcomer());
-        assert!(Word::encode(1, 1, LISTENERS).admits_newcomer());
+        assert!(Word::encode(1, 1, OBSERVED).admits_newcomer());
         assert!(!Word::encode(1, 1, CLOSED).admits_newcomer());
         assert!(!Word::encode(MAX_PERMITS as i64, MAX_PERMITS, CLOSED).admits_newcomer());
     }

@@ -3,11 +3,11 @@
 //! Every atomic, lock, thread park and clock read in the engine goes through here, so the
 //! model checkers can replace them without touching the engine. Three exclusive branches:
 //!
-//! | cfg                | atomics, mutex, park           | clock                              |
-//! |--------------------|--------------------------------|------------------------------------|
-//! | (none)             | `core`, `parking_lot`, `std`   | `std::time::Instant`               |
-//! | `bulkhead_loom`    | `loom`                         | [`Clock`]: a model clock           |
-//! | `bulkhead_shuttle` | `shuttle`                      | [`Clock`]: a model clock           |
+//! | cfg                | atomics, mutex, park           | clock                              | `OnceLock`, thread slots          |
+//! |--------------------|--------------------------------|------------------------------------|-----------------------------------|
+//! | (none)             | `core`, `parking_lot`, `std`   | `std::time::Instant`               | `std`; a pool of reusable slots    |
+//! | `bulkhead_loom`    | `loom`                         | [`Clock`]: a model clock           | a model `OnceLock`; a slot per model thread |
+//! | `bulkhead_shuttle` | `shuttle`                      | [`Clock`]: a model clock           | a model `OnceLock`; a slot per model thread |
 //!
 //! Inside a model checker wall-clock time does not exist, so a deadline is an input the model
 //! controls: the model clock only moves when a test calls `crate::model::advance` (or
@@ -28,9 +28,15 @@ pub use ::shuttle;
 // `Ordering` is the same type in every branch (loom and shuttle re-export core's).
 pub(crate) use core::sync::atomic::Ordering;
 
+/// A thread slot that is nobody's: the thread has none (yet), or gave it back while its
+/// thread-locals were being destroyed. Callers must then not treat the slot's cells as
+/// their own.
+pub(crate) const NO_SLOT: usize = usize::MAX;
+
 #[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
 mod imp {
     pub(crate) use core::sync::atomic::{AtomicU64, AtomicUsize};
+    pub(crate) use std::sync::OnceLock;
     pub(crate) use std::thread::{current as current_thread, Thread};
 
     /// The guard of [`Mutex`].
@@ -111,17 +117,98 @@ mod imp {
             end.saturating_duration_since(start)
         }
     }
+
+    /// A small number unique to the calling thread among live threads: the index of its
+    /// single-writer counter cells (`src/observe.rs`). Slots are handed out lowest first
+    /// and given back when the thread exits, so they stay dense however many short-lived
+    /// threads come and go (the scheme of the `thread_local` crate's thread ids).
+    ///
+    /// The fast path is one read of a const-initialized thread-local (no lazy-init check,
+    /// no destructor). A thread that asks while its thread-locals are being destroyed gets
+    /// [`NO_SLOT`](super::NO_SLOT).
+    #[inline]
+    pub(crate) fn thread_slot() -> usize {
+        let slot = cached_thread_slot();
+        if slot != super::NO_SLOT {
+            return slot;
+        }
+        take_slot()
+    }
+
+    /// This thread's slot if it has taken one, else `NO_SLOT` (without taking one): the
+    /// hot path's single thread-local read.
+    #[inline]
+    pub(crate) fn cached_thread_slot() -> usize {
+        SLOT.with(Cell::get)
+    }
+
+    use std::cell::Cell;
+
+    thread_local! {
+        /// This thread's slot, `NO_SLOT` until taken and again once given back.
+        static SLOT: Cell<usize> = const { Cell::new(super::NO_SLOT) };
+        /// Owns the slot; its destructor gives the slot back when the thread exits.
+        static OWNER: SlotOwner = SlotOwner::take();
+    }
+
+    /// Slots given back by exited threads, and the next never-used one.
+    struct SlotPool {
+        next: usize,
+        free: Vec<usize>,
+    }
+
+    static POOL: parking_lot::Mutex<SlotPool> =
+        parking_lot::const_mutex(SlotPool { next: 0, free: Vec::new() });
+
+    #[cold]
+    #[inline(never)]
+    fn take_slot() -> usize {
+        // Fails only while this thread's thread-locals are being destroyed.
+        OWNER.try_with(|owner| owner.0).unwrap_or(super::NO_SLOT)
+    }
+
+    struct SlotOwner(usize);
+
+    impl SlotOwner {
+        fn take() -> SlotOwner {
+            let mut pool = POOL.lock();
+            // The lowest free slot keeps the slots dense.
+            let slot = match pool.free.iter().enumerate().min_by_key(|&(_, &slot)| slot) {
+                Some((i, _)) => pool.free.swap_remove(i),
+                None => {
+                    let slot = pool.next;
+                    pool.next += 1;
+                    slot
+                }
+            };
+            drop(pool);
+            SLOT.with(|cell| cell.set(slot));
+            SlotOwner(slot)
+        }
+    }
+
+    impl Drop for SlotOwner {
+        fn drop(&mut self) {
+            // From now on this thread counts through the shared cells: a later destructor
+            // that drops a permit must not write cells the slot's next owner writes.
+            SLOT.with(|cell| cell.set(super::NO_SLOT));
+            // Ordering: the pool's mutex — our last write to the slot's cells is
+            // sequenced before this unlock, and the next owner locks before its first
+            // write, so its load + store starts from our final values: no update is lost.
+            POOL.lock().free.push(self.0);
+        }
+    }
 }
 
 #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
 mod imp {
     #[cfg(bulkhead_loom)]
-    pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize};
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
     #[cfg(bulkhead_loom)]
     pub(crate) use parker::{current_thread, park, Thread};
     #[cfg(bulkhead_shuttle)]
     pub(crate) use shuttle::{
-        sync::atomic::{AtomicU64, AtomicUsize},
+        sync::atomic::{AtomicBool, AtomicU64, AtomicUsize},
         thread::{current as current_thread, park, Thread},
     };
 
@@ -186,6 +273,103 @@ mod imp {
                 Ok(guard) => guard,
                 Err(poisoned) => poisoned.into_inner(),
             }
+        }
+    }
+
+    /// In a model, the slot is taken on first use here too (no fast path to keep small).
+    pub(crate) fn cached_thread_slot() -> usize {
+        thread_slot()
+    }
+
+    /// A slot per model thread, numbered in order of first use within one execution (the
+    /// counter is a per-execution static). Slots are not reused in a model: no model thread
+    /// outlives the execution.
+    pub(crate) fn thread_slot() -> usize {
+        SLOT.with(|slot| match slot.get() {
+            super::NO_SLOT => {
+                // Ordering: SeqCst; model-only.
+                let taken = NEXT_SLOT.fetch_add(1, super::Ordering::SeqCst);
+                slot.set(taken);
+                taken
+            }
+            taken => taken,
+        })
+    }
+
+    #[cfg(bulkhead_loom)]
+    loom::thread_local! {
+        static SLOT: std::cell::Cell<usize> = std::cell::Cell::new(super::NO_SLOT);
+    }
+    #[cfg(bulkhead_loom)]
+    loom::lazy_static! {
+        static ref NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+    }
+    #[cfg(bulkhead_shuttle)]
+    shuttle::thread_local! {
+        static SLOT: std::cell::Cell<usize> = std::cell::Cell::new(super::NO_SLOT);
+    }
+    #[cfg(bulkhead_shuttle)]
+    shuttle::lazy_static! {
+        static ref NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+    }
+
+    /// `std::sync::OnceLock` as the model checkers see it. The value lives in a real
+    /// `OnceLock` (set under a model mutex, so at most one thread initializes it); whether
+    /// it is published is a model atomic, stored Release after the value and loaded Acquire
+    /// by `get`. So the checker explores a reader that does not see the value yet, and a
+    /// reader that sees it also sees what the writer did before (std's `OnceLock` gives the
+    /// same guarantee with the same orderings).
+    pub(crate) struct OnceLock<T> {
+        value: std::sync::OnceLock<T>,
+        published: AtomicBool,
+        setting: Mutex<()>,
+    }
+
+    impl<T> OnceLock<T> {
+        pub(crate) fn new() -> Self {
+            OnceLock {
+                value: std::sync::OnceLock::new(),
+                published: AtomicBool::new(false),
+                setting: Mutex::new(()),
+            }
+        }
+
+        pub(crate) fn get(&self) -> Option<&T> {
+            // Ordering: Acquire; pairs with the Release store in `set`/`get_or_init`.
+            if self.published.load(super::Ordering::Acquire) {
+                self.value.get()
+            } else {
+                None
+            }
+        }
+
+        pub(crate) fn set(&self, value: T) -> Result<(), T> {
+            let _setting = self.setting.lock();
+            self.value.set(value)?;
+            // Ordering: Release; pairs with the Acquire load in `get`.
+            self.published.store(true, super::Ordering::Release);
+            Ok(())
+        }
+
+        pub(crate) fn get_or_init(&self, init: impl FnOnce() -> T) -> &T {
+            if let Some(value) = self.get() {
+                return value;
+            }
+            let _setting = self.setting.lock();
+            let value = self.value.get_or_init(init);
+            // Ordering: Release; pairs with the Acquire load in `get`.
+            self.published.store(true, super::Ordering::Release);
+            value
+        }
+
+        pub(crate) fn take(&mut self) -> Option<T> {
+            self.value.take()
+        }
+    }
+
+    impl<T: core::fmt::Debug> core::fmt::Debug for OnceLock<T> {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.debug_tuple("OnceLock").field(&self.get()).finish()
         }
     }
 

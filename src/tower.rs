@@ -81,13 +81,14 @@ use core::mem;
 use core::pin::Pin;
 use core::task::{ready, Context, Poll};
 use std::sync::Arc;
-use std::time::Instant;
 
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::{AcquireOwned, Bulkhead, BulkheadFull, OwnedPermit};
+#[cfg(doc)]
+use crate::BulkheadFull;
+use crate::{AcquireOwned, Bulkhead, OwnedPermit};
 
 /// The error type of [`BulkheadService`]: the same type as `tower::BoxError`. A refusal is
 /// a [`BulkheadFull`] inside; find it with `downcast_ref::<BulkheadFull>()`. Errors of the
@@ -111,7 +112,6 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Clone)]
 pub struct BulkheadLayer {
     bulkhead: Arc<Bulkhead>,
-    observer: Observer,
 }
 
 impl BulkheadLayer {
@@ -125,12 +125,12 @@ impl BulkheadLayer {
     /// assert!(Arc::ptr_eq(layer.bulkhead(), &bank));
     /// ```
     pub fn new(bulkhead: Arc<Bulkhead>) -> Self {
-        BulkheadLayer { bulkhead, observer: Observer::default() }
+        BulkheadLayer { bulkhead }
     }
 
-    /// A layer that guards calls with an instrumented bulkhead and also records each call's
-    /// wait for its permit in the `bulkhead_wait_duration_seconds` histogram (feature
-    /// `metrics`).
+    /// A layer that guards calls with an instrumented bulkhead (feature `metrics`): the same
+    /// as `BulkheadLayer::new(Arc::clone(bulkhead.bulkhead()))`, since the bulkhead itself
+    /// counts and times every call.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -142,10 +142,7 @@ impl BulkheadLayer {
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn instrumented(bulkhead: &crate::metrics_export::InstrumentedBulkhead) -> Self {
-        BulkheadLayer {
-            bulkhead: Arc::clone(bulkhead.bulkhead()),
-            observer: Observer { metrics: Some(bulkhead.clone()) },
-        }
+        BulkheadLayer::new(Arc::clone(bulkhead.bulkhead()))
     }
 
     /// The bulkhead.
@@ -165,11 +162,7 @@ impl<S> Layer<S> for BulkheadLayer {
     type Service = BulkheadService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        BulkheadService {
-            inner,
-            bulkhead: Arc::clone(&self.bulkhead),
-            observer: self.observer.clone(),
-        }
+        BulkheadService { inner, bulkhead: Arc::clone(&self.bulkhead) }
     }
 }
 
@@ -205,7 +198,6 @@ impl fmt::Debug for BulkheadLayer {
 pub struct BulkheadService<S> {
     inner: S,
     bulkhead: Arc<Bulkhead>,
-    observer: Observer,
 }
 
 impl<S> BulkheadService<S> {
@@ -218,7 +210,7 @@ impl<S> BulkheadService<S> {
     /// assert_eq!(service.bulkhead().name(), "bank");
     /// ```
     pub fn new(inner: S, bulkhead: Arc<Bulkhead>) -> Self {
-        BulkheadService { inner, bulkhead, observer: Observer::default() }
+        BulkheadService { inner, bulkhead }
     }
 
     /// The bulkhead.
@@ -295,8 +287,6 @@ where
                 service: Some(service),
                 request: Some(request),
             },
-            observer: self.observer.clone(),
-            started: None,
         }
     }
 }
@@ -323,8 +313,6 @@ pin_project! {
     {
         #[pin]
         state: State<S, Req, S::Future>,
-        observer: Observer,
-        started: Option<Instant>,
     }
 }
 
@@ -358,11 +346,7 @@ where
         loop {
             match this.state.as_mut().project() {
                 StateProj::Acquiring { acquire, service, request } => {
-                    if this.started.is_none() {
-                        *this.started = this.observer.start();
-                    }
                     let acquired = ready!(acquire.poll(cx));
-                    this.observer.finish(*this.started, acquired.as_ref().map(|_| ()));
                     let permit = match acquired {
                         Ok(permit) => permit,
                         Err(full) => {
@@ -403,34 +387,6 @@ where
             State::Done => "done",
         };
         f.debug_struct("ResponseFuture").field("state", &state).finish()
-    }
-}
-
-/// Times the wait for a permit when the layer is instrumented (feature `metrics`).
-#[derive(Clone, Default)]
-struct Observer {
-    #[cfg(feature = "metrics")]
-    metrics: Option<crate::metrics_export::InstrumentedBulkhead>,
-}
-
-impl Observer {
-    #[inline]
-    fn start(&self) -> Option<Instant> {
-        #[cfg(feature = "metrics")]
-        if self.metrics.is_some() {
-            return Some(Instant::now());
-        }
-        None
-    }
-
-    #[inline]
-    fn finish(&self, started: Option<Instant>, result: Result<(), &BulkheadFull>) {
-        #[cfg(feature = "metrics")]
-        if let (Some(metrics), Some(started)) = (&self.metrics, started) {
-            metrics.observe_wait(started, result);
-        }
-        #[cfg(not(feature = "metrics"))]
-        let _ = (started, result);
     }
 }
 

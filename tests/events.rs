@@ -250,3 +250,95 @@ fn events_with_panicking_listener_lose_and_duplicate_no_permit() {
         assert_eq!((permitted, finished), (4, 4), "{events:?}");
     });
 }
+
+/// The registration contract: a listener registered while other threads emit sees every
+/// event of every call that starts after its registration returned (here: after the
+/// emitting thread saw the flag the registering thread raised once `on_event` returned).
+#[test]
+fn events_with_listener_registered_while_others_emit_reach_it_from_then_on() {
+    const EMITTERS: usize = 3;
+    const CALLS: usize = 20_000;
+    with_hang_guard(|| {
+        let bulkhead = shared("ev-racing", limit(1));
+        let registered = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let heard = Arc::new(AtomicUsize::new(0));
+        let emitters: Vec<_> = (0..EMITTERS)
+            .map(|_| {
+                let (bulkhead, registered) = (Arc::clone(&bulkhead), Arc::clone(&registered));
+                thread::spawn(move || {
+                    // (events of calls made after the registration, all events)
+                    let (mut after, mut all) = (0, 0);
+                    for _ in 0..CALLS {
+                        let late = registered.load(Ordering::Acquire);
+                        let events = match bulkhead.try_acquire() {
+                            Ok(permit) => {
+                                drop(permit);
+                                2 // permitted, finished
+                            }
+                            Err(_) => 1, // rejected
+                        };
+                        all += events;
+                        if late {
+                            after += events;
+                        }
+                    }
+                    (after, all)
+                })
+            })
+            .collect();
+        thread::sleep(Duration::from_millis(2));
+        let sink = Arc::clone(&heard);
+        bulkhead.on_event(move |_| {
+            sink.fetch_add(1, Ordering::Relaxed);
+        });
+        registered.store(true, Ordering::Release);
+        let (after, all) = emitters
+            .into_iter()
+            .map(join_guarded)
+            .fold((0, 0), |(a, b), (after, all)| (a + after, b + all));
+        let heard = heard.load(Ordering::Relaxed);
+        assert!(heard >= after, "heard {heard} events, {after} happened after registration");
+        assert!(heard <= all, "heard {heard} events, only {all} happened");
+    });
+}
+
+/// Listeners registered by several threads at once, while calls emit: none is lost, and
+/// each hears every event of a call made after all registrations returned.
+#[test]
+fn events_with_concurrent_registrations_keep_every_listener() {
+    const REGISTRARS: usize = 4;
+    const EACH: usize = 50;
+    with_hang_guard(|| {
+        let bulkhead = shared("ev-registrars", limit(4));
+        let heard = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let emitter = {
+            let (bulkhead, stop) = (Arc::clone(&bulkhead), Arc::clone(&stop));
+            thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    drop(bulkhead.try_acquire());
+                }
+            })
+        };
+        let registrars: Vec<_> = (0..REGISTRARS)
+            .map(|_| {
+                let (bulkhead, heard) = (Arc::clone(&bulkhead), Arc::clone(&heard));
+                thread::spawn(move || {
+                    for _ in 0..EACH {
+                        let heard = Arc::clone(&heard);
+                        bulkhead.on_event(move |_| {
+                            heard.fetch_add(1, Ordering::Relaxed);
+                        });
+                    }
+                })
+            })
+            .collect();
+        registrars.into_iter().for_each(join_guarded);
+        stop.store(true, Ordering::Relaxed);
+        join_guarded(emitter);
+        let before = heard.load(Ordering::Relaxed);
+        bulkhead.call(|| ()).unwrap(); // two events, to every listener
+        let after = heard.load(Ordering::Relaxed);
+        assert_eq!(after - before, 2 * REGISTRARS * EACH);
+    });
+}

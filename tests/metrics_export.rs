@@ -127,7 +127,7 @@ fn gauges_follow_change_config_which_emits_no_event() {
 
 #[test]
 fn counters_count_permitted_rejected_by_reason_and_finished() {
-    let (recorder, bulkhead, _instrumented) = setup("counted", config(1, Duration::from_millis(2)));
+    let (recorder, bulkhead, instrumented) = setup("counted", config(1, Duration::from_millis(2)));
     let handle = recorder.handle();
 
     bulkhead.call(|| ()).unwrap(); // permitted + finished
@@ -146,6 +146,8 @@ fn counters_count_permitted_rejected_by_reason_and_finished() {
     assert_eq!(bulkhead.acquire().unwrap_err().reason(), RejectReason::TooManyWaiting);
     drop(held); // finished
 
+    // Counted by the bulkhead; handed to the recorder at scrape time.
+    instrumented.collect();
     let text = render(&handle);
     assert_eq!(sample(&text, r#"bulkhead_calls_permitted_total{name="counted"}"#), 2.0);
     assert_eq!(sample(&text, r#"bulkhead_calls_finished_total{name="counted"}"#), 2.0);
@@ -227,10 +229,15 @@ fn wait_histogram_records_permitted_and_rejected_waits() {
     drop(held);
     assert!(served.join().unwrap());
 
+    instrumented.collect();
     let text = render(&handle);
     let permitted = r#"{name="timed",outcome="permitted"}"#;
     let rejected = r#"{name="timed",outcome="rejected"}"#;
-    assert_eq!(sample(&text, &format!("bulkhead_wait_duration_seconds_count{permitted}")), 2.0);
+    // Every acquire is timed, the `try_acquire` made on the bulkhead directly included.
+    assert_eq!(sample(&text, &format!("bulkhead_wait_duration_seconds_count{permitted}")), 3.0);
+    // Two took their permit at once (a zero wait); the queued one waited for the release.
+    let permitted_sum = sample(&text, &format!("bulkhead_wait_duration_seconds_sum{permitted}"));
+    assert!(permitted_sum > 0.0, "the queued caller's wait is missing\n{text}");
     assert_eq!(sample(&text, &format!("bulkhead_wait_duration_seconds_count{rejected}")), 1.0);
     // The refused caller waited its whole max wait; the engine measured it.
     let rejected_sum = sample(&text, &format!("bulkhead_wait_duration_seconds_sum{rejected}"));
@@ -239,7 +246,7 @@ fn wait_histogram_records_permitted_and_rejected_waits() {
 }
 
 #[test]
-fn async_acquires_through_the_instrumented_bulkhead_are_timed() {
+fn async_acquires_are_timed_whoever_makes_them() {
     let (recorder, bulkhead, instrumented) = setup("async", config(1, Duration::from_secs(30)));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
@@ -251,26 +258,24 @@ fn async_acquires_through_the_instrumented_bulkhead_are_timed() {
         }
         drop(held);
         drop(waiting.await.unwrap().unwrap());
+        // Straight on the bulkhead, not through the instrumented wrapper: timed all the same.
+        drop(bulkhead.acquire_async().await.unwrap());
     });
     instrumented.record();
     let text = render(&recorder.handle());
     assert_eq!(
         sample(&text, r#"bulkhead_wait_duration_seconds_count{name="async",outcome="permitted"}"#),
-        3.0
+        4.0
     );
-    assert_eq!(sample(&text, r#"bulkhead_calls_finished_total{name="async"}"#), 3.0);
+    assert_eq!(sample(&text, r#"bulkhead_calls_finished_total{name="async"}"#), 4.0);
     assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="async"}"#), 0.0);
 }
 
 /// An async waiter that is handed a permit by a release must be counted as permitted, as a
 /// thread waiter is: otherwise `finished` outgrows `permitted` on every async hand-off.
-///
-/// Fails today: `Core::poll` in src/future.rs returns the granted permit from its
-/// `waiter.is_granted()` branch without calling `bulkhead.permitted(..)`, so no
-/// `CallPermitted` event fires for that call (its `CallFinished` does).
 #[test]
 fn async_waiter_granted_by_hand_off_is_counted_as_permitted() {
-    let (recorder, bulkhead, _instrumented) = setup("handoff", config(1, Duration::from_secs(30)));
+    let (recorder, bulkhead, instrumented) = setup("handoff", config(1, Duration::from_secs(30)));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let held = bulkhead.try_acquire_owned().unwrap();
@@ -281,6 +286,7 @@ fn async_waiter_granted_by_hand_off_is_counted_as_permitted() {
         drop(held);
         drop(waiting.await.unwrap().unwrap());
     });
+    instrumented.collect();
     let text = render(&recorder.handle());
     assert_eq!(sample(&text, r#"bulkhead_calls_finished_total{name="handoff"}"#), 2.0);
     assert_eq!(sample(&text, r#"bulkhead_calls_permitted_total{name="handoff"}"#), 2.0);
@@ -289,7 +295,7 @@ fn async_waiter_granted_by_hand_off_is_counted_as_permitted() {
 /// The same hand-off to a parked thread is counted (the sync path emits the event).
 #[test]
 fn thread_waiter_granted_by_hand_off_is_counted_as_permitted() {
-    let (recorder, bulkhead, _instrumented) =
+    let (recorder, bulkhead, instrumented) =
         setup("handoff-sync", config(1, Duration::from_secs(30)));
     let held = bulkhead.try_acquire().unwrap();
     let waiter = {
@@ -299,6 +305,7 @@ fn thread_waiter_granted_by_hand_off_is_counted_as_permitted() {
     eventually("the caller to queue", || bulkhead.metrics().waiting_calls() == 1);
     drop(held);
     assert!(waiter.join().unwrap());
+    instrumented.collect();
     let text = render(&recorder.handle());
     assert_eq!(sample(&text, r#"bulkhead_calls_finished_total{name="handoff-sync"}"#), 2.0);
     assert_eq!(sample(&text, r#"bulkhead_calls_permitted_total{name="handoff-sync"}"#), 2.0);
@@ -324,7 +331,7 @@ fn record_free_function_sets_gauges_of_unregistered_bulkheads() {
         4.0
     );
     assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="plain-b"}"#), 1.0);
-    // No listener was registered, so no counters exist for these bulkheads.
+    // Neither bulkhead counts calls, so no counters exist for them.
     assert!(!text.contains("bulkhead_calls_permitted_total"), "{text}");
 }
 
@@ -345,4 +352,115 @@ fn two_bulkheads_are_told_apart_by_the_name_label() {
     assert_eq!(sample(&text, r#"bulkhead_calls_finished_total{name="label-pay"}"#), 0.0);
     assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="label-bank"}"#), 0.0);
     assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="label-pay"}"#), 1.0);
+}
+
+/// What Prometheus shows is what the callers saw, at every scrape: counters are exact and
+/// only grow, and the wait histogram's count is the number of calls, zero waits included.
+#[test]
+fn every_scrape_shows_exactly_what_callers_saw() {
+    let (recorder, bulkhead, _registered) = setup("scraped", config(1, Duration::from_millis(1)));
+    let handle = recorder.handle();
+    let mut seen_permitted = 0u64;
+    let mut seen_full = 0u64;
+    let mut seen_timed_out = 0u64;
+    for round in 0..5u64 {
+        for _ in 0..round * 3 {
+            match bulkhead.try_acquire() {
+                Ok(permit) => {
+                    seen_permitted += 1;
+                    let refused = bulkhead.try_acquire().unwrap_err();
+                    assert_eq!(refused.reason(), RejectReason::Full);
+                    seen_full += 1;
+                    if round % 2 == 1 {
+                        let timed_out = bulkhead.acquire().unwrap_err();
+                        assert_eq!(timed_out.reason(), RejectReason::WaitTimedOut);
+                        seen_timed_out += 1;
+                    }
+                    drop(permit);
+                }
+                Err(err) => panic!("nobody else holds the permit: {err}"),
+            }
+        }
+        metrics_export::collect();
+        let text = render(&handle);
+        let series = |metric: &str, labels: &str| {
+            sample(&text, &format!("{metric}{{name=\"scraped\"{labels}}}"))
+        };
+        assert_eq!(series("bulkhead_calls_permitted_total", ""), seen_permitted as f64);
+        assert_eq!(series("bulkhead_calls_finished_total", ""), seen_permitted as f64);
+        assert_eq!(series("bulkhead_calls_rejected_total", ",reason=\"full\""), seen_full as f64);
+        assert_eq!(
+            series("bulkhead_calls_rejected_total", ",reason=\"wait_timed_out\""),
+            seen_timed_out as f64
+        );
+        assert_eq!(
+            series("bulkhead_wait_duration_seconds_count", ",outcome=\"permitted\""),
+            seen_permitted as f64
+        );
+        assert_eq!(
+            series("bulkhead_wait_duration_seconds_count", ",outcome=\"rejected\""),
+            (seen_full + seen_timed_out) as f64
+        );
+    }
+}
+
+/// `collect` forgets a bulkhead once every `InstrumentedBulkhead` clone of it is dropped.
+#[test]
+fn collect_skips_bulkheads_whose_registration_was_dropped() {
+    let (recorder, bulkhead, instrumented) = setup("dropped", config(2, Duration::ZERO));
+    let handle = recorder.handle();
+    drop(instrumented);
+    let _held = bulkhead.try_acquire().unwrap();
+    metrics_export::collect();
+    // The last value handed over stays: registration's own collection, before the acquire.
+    assert_eq!(sample(&render(&handle), r#"bulkhead_in_flight_calls{name="dropped"}"#), 0.0);
+}
+
+/// The closed state is a scrape-time gauge (0, then 1), and `Closed` refusals have their
+/// own `reason` label.
+#[test]
+fn closed_gauge_and_closed_refusals_are_exported() {
+    let (recorder, bulkhead, instrumented) = setup("closing", config(1, Duration::ZERO));
+    let handle = recorder.handle();
+    instrumented.collect();
+    let text = render(&handle);
+    assert_eq!(sample(&text, r#"bulkhead_closed{name="closing"}"#), 0.0);
+    assert!(bulkhead.close());
+    assert_eq!(bulkhead.try_acquire().unwrap_err().reason(), RejectReason::Closed);
+    assert_eq!(instrumented.call(|| ()).unwrap_err().reason(), RejectReason::Closed);
+    instrumented.collect();
+    let text = render(&handle);
+    assert_eq!(sample(&text, r#"bulkhead_closed{name="closing"}"#), 1.0);
+    assert_eq!(
+        sample(&text, r#"bulkhead_calls_rejected_total{name="closing",reason="closed"}"#),
+        2.0
+    );
+    assert_eq!(
+        sample(&text, r#"bulkhead_calls_rejected_total{name="closing",reason="full"}"#),
+        0.0
+    );
+}
+
+/// An unbounded async wait on an observed bulkhead reads the clock, so its wait is in the
+/// histogram (an unobserved one never reads it).
+#[test]
+fn unbounded_async_wait_is_timed_when_observed() {
+    let (recorder, bulkhead, instrumented) = setup("unbounded", config(1, Duration::MAX));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let held = bulkhead.try_acquire_owned().unwrap();
+        let waiting = tokio::spawn(bulkhead.acquire_owned_async());
+        while bulkhead.metrics().waiting_calls() == 0 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        drop(held);
+        drop(waiting.await.unwrap().unwrap());
+    });
+    instrumented.collect();
+    let text = render(&recorder.handle());
+    let permitted = r#"{name="unbounded",outcome="permitted"}"#;
+    assert_eq!(sample(&text, &format!("bulkhead_wait_duration_seconds_count{permitted}")), 2.0);
+    let sum = sample(&text, &format!("bulkhead_wait_duration_seconds_sum{permitted}"));
+    assert!(sum >= 0.005, "the unbounded wait was not timed: sum {sum}\n{text}");
 }

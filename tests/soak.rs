@@ -386,7 +386,9 @@ fn run_soak(duration: Duration, sync_threads: usize, async_tasks: usize) {
         violations: AtomicUsize::new(0),
         first_violation: Mutex::new(None),
     });
-    // A counting listener that panics every 997th event, and a quiet one.
+    // The bulkhead's own counters, a counting listener that panics every 997th event, and a
+    // quiet one.
+    s.bulkhead.enable_counters();
     let counts = Arc::clone(&s);
     let tick = AtomicUsize::new(0);
     s.bulkhead.on_event(move |event| {
@@ -483,6 +485,22 @@ fn run_soak(duration: Duration, sync_threads: usize, async_tasks: usize) {
     assert_eq!(s.seen.rejected.load(SeqCst), refused, "CallRejected events vs refusals seen");
     assert_eq!(s.seen.finished.load(SeqCst), granted, "CallFinished events vs permits granted");
     assert_eq!(s.seen.permitted.load(SeqCst), granted, "CallPermitted events vs permits granted");
+    // The bulkhead's counters (per-thread cells, summed) are exactly what callers saw too.
+    let m = s.bulkhead.metrics();
+    let as_seen = |n: usize| n as u64;
+    assert_eq!(m.calls_permitted(), as_seen(granted), "permitted counter vs permits granted");
+    assert_eq!(m.calls_finished(), as_seen(granted), "finished counter vs permits granted");
+    assert_eq!(m.calls_rejected(RejectReason::Full), as_seen(o.full.load(SeqCst)), "Full");
+    assert_eq!(
+        m.calls_rejected(RejectReason::WaitTimedOut),
+        as_seen(o.timed_out.load(SeqCst)),
+        "WaitTimedOut"
+    );
+    assert_eq!(
+        m.calls_rejected(RejectReason::TooManyWaiting),
+        as_seen(o.too_many.load(SeqCst)),
+        "TooManyWaiting"
+    );
 
     // At rest, after the last change: every permit is back.
     let last = s.bulkhead.config();

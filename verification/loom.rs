@@ -248,6 +248,32 @@ fn repoll_with_new_waker_racing_grant_is_woken() {
     );
 }
 
+/// Two callers and a reader: the per-thread counter cells lose no increment, and the sum
+/// only grows. With two inline slots in a model, the third thread's cells are in a bucket
+/// allocated on first use (racing the others' reads).
+#[test]
+fn counters_sum_exact_after_concurrent_calls() {
+    run_model("counters_sum_exact_after_concurrent_calls", || {
+        scenarios::counters_sum_exact_after_concurrent_calls(3, 1)
+    });
+}
+
+/// One registrar (a listener, then the counters) races one caller making two calls.
+#[test]
+fn listener_registered_while_calls_emit_hears_later_calls() {
+    run_model("listener_registered_while_calls_emit_hears_later_calls", || {
+        scenarios::listener_registered_while_calls_emit_hears_later_calls(1, 1, 2)
+    });
+}
+
+/// Two registrars race for the same link of the listener chain while a caller emits.
+#[test]
+fn two_registrars_race_for_the_listener_chain() {
+    run_model_at_most("two_registrars_race_for_the_listener_chain", 2, || {
+        scenarios::listener_registered_while_calls_emit_hears_later_calls(2, 1, 1)
+    });
+}
+
 #[test]
 fn close_racing_sync_newcomer_refuses_it() {
     run_model("close_racing_sync_newcomer_refuses_it", || {

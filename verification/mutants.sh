@@ -99,6 +99,9 @@ MUTANTS=(
     release_relaxed
     acquire_cas_relaxed
     drain_cas_relaxed
+    counter_slots_shared
+    listener_lost_in_registration_race
+    on_event_leaves_flag_clear
 )
 ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed "
 
@@ -127,6 +130,9 @@ describe() {
     release_relaxed) echo "release fetch_add Release -> Relaxed" ;;
     acquire_cas_relaxed) echo "try_acquire CAS Acquire -> Relaxed" ;;
     drain_cas_relaxed) echo "drain CAS Acquire -> Relaxed" ;;
+    counter_slots_shared) echo "every thread gets counter slot 0 (single-writer cells shared: lost updates)" ;;
+    listener_lost_in_registration_race) echo "a registration that loses the race for a chain link is dropped" ;;
+    on_event_leaves_flag_clear) echo "on_event does not raise OBSERVED (a lone listener hears nothing)" ;;
     esac
 }
 
@@ -156,7 +162,7 @@ apply() {
     enqueue_skips_drain_after_flag)
         mutate src/state.rs '        if prev.available() <= 0 {' '        if prev.available() <= 0 || true {' ;;
     dropped_async_forgets_grant)
-        mutate src/future.rs '                bulkhead.sem().release();
+        mutate src/future.rs '            bulkhead.sem().release();
 ' '' ;;
     sync_timeout_forgets_grant)
         mutate src/blocking.rs 'return sem.withdraw(key);' 'return sem.withdraw(key).filter(|o| *o != Outcome::Granted);' ;;
@@ -222,6 +228,15 @@ apply() {
         mutate src/state.rs '                    word.0.wrapping_sub(ONE_PERMIT),
                     Ordering::Acquire,' '                    word.0.wrapping_sub(ONE_PERMIT),
                     Ordering::Relaxed,' ;;
+    counter_slots_shared)
+        mutate src/sync.rs 'let taken = NEXT_SLOT.fetch_add(1, super::Ordering::SeqCst);' 'let taken = NEXT_SLOT.load(super::Ordering::SeqCst);' &&
+            mutate src/sync.rs '                    pool.next += 1;
+' '' ;;
+    listener_lost_in_registration_race)
+        mutate src/observe.rs 'Err(back) => node = back,' 'Err(_) => return,' ;;
+    on_event_leaves_flag_clear)
+        mutate src/bulkhead.rs '        self.listeners.push(Box::new(listener));
+        self.sem.set_observed();' '        self.listeners.push(Box::new(listener));' ;;
     *)
         echo "unknown mutant $1" >&2
         return 1 ;;

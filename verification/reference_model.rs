@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use bulkhead::{Bulkhead, BulkheadConfig, BulkheadFull, Permit, RejectReason};
+use bulkhead::{Bulkhead, BulkheadConfig, BulkheadEventKind, BulkheadFull, Permit, RejectReason};
 use proptest::prelude::*;
 use proptest::test_runner::{TestError, TestRunner};
 
@@ -245,16 +245,63 @@ impl<'a> Pending<'a> {
     }
 }
 
+/// What the callers saw: permits handed to them, permits they dropped, refusals per reason.
+/// The bulkhead's counters, and the events a listener hears, must match it exactly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Seen {
+    permitted: u64,
+    finished: u64,
+    full: u64,
+    wait_timed_out: u64,
+    too_many_waiting: u64,
+    closed: u64,
+    /// `BulkheadEventKind::Closed` events (not a call: no counter; at most one, for the
+    /// first `close`).
+    close_events: u64,
+}
+
+impl Seen {
+    fn refused(&mut self, reason: RejectReason) {
+        match reason {
+            RejectReason::Full => self.full += 1,
+            RejectReason::WaitTimedOut => self.wait_timed_out += 1,
+            RejectReason::TooManyWaiting => self.too_many_waiting += 1,
+            RejectReason::Closed => self.closed += 1,
+            other => panic!("unexpected reason {other:?}"),
+        }
+    }
+}
+
+/// A listener's tally of events, in the shape of [`Seen`].
+#[derive(Default)]
+struct Heard(Mutex<Seen>);
+
+impl Heard {
+    fn hear(&self, event: &bulkhead::BulkheadEvent) {
+        let mut heard = self.0.lock().unwrap();
+        match event.kind() {
+            BulkheadEventKind::CallPermitted => heard.permitted += 1,
+            BulkheadEventKind::CallFinished => heard.finished += 1,
+            BulkheadEventKind::CallRejected(reason) => heard.refused(reason),
+            BulkheadEventKind::Closed => heard.close_events += 1,
+            other => panic!("unexpected event {other:?}"),
+        }
+    }
+}
+
 struct Harness<'a> {
     bulkhead: &'a Bulkhead,
     model: Model,
     permits: Vec<Permit<'a>>,
     pending: Vec<Pending<'a>>,
     next_id: u64,
+    seen: Seen,
+    heard: Arc<Heard>,
 }
 
 impl<'a> Harness<'a> {
-    fn expect_full(&self, err: &BulkheadFull, reason: RejectReason) {
+    fn expect_full(&mut self, err: &BulkheadFull, reason: RejectReason) {
+        self.seen.refused(err.reason());
         assert_eq!(err.reason(), reason, "{err}");
         assert_eq!(err.max_concurrent_calls(), self.model.config.limit);
         assert_eq!(err.waited(), Duration::ZERO);
@@ -266,6 +313,7 @@ impl<'a> Harness<'a> {
         if self.model.free_for_newcomer() {
             self.model.available -= 1;
             self.permits.push(result.expect("the model has a free permit"));
+            self.seen.permitted += 1;
         } else {
             let err = result.expect_err("the model has no permit for a newcomer");
             self.expect_full(&err, self.model.refusal());
@@ -296,6 +344,7 @@ impl<'a> Harness<'a> {
                 assert_eq!(armed, 0, "armed a sleep without queueing");
                 self.model.available -= 1;
                 self.permits.push(permit);
+                self.seen.permitted += 1;
             }
             Poll::Ready(Err(err)) => {
                 assert!(!free, "refused ({err}), but a permit was free");
@@ -355,11 +404,13 @@ impl<'a> Harness<'a> {
                 self.model.granted.remove(&id);
                 self.pending.remove(i);
                 self.permits.push(permit);
+                self.seen.permitted += 1;
             }
             Poll::Ready(Err(err)) => {
                 assert!(!granted, "pending acquire {id} was granted but failed: {err}");
                 assert!(timed, "pending acquire {id} failed without a deadline: {err}");
                 assert_eq!(err.reason(), RejectReason::WaitTimedOut, "{err}");
+                self.seen.refused(err.reason());
                 assert!(err.waited() >= wait, "{err:?}");
                 assert_eq!(err.max_concurrent_calls(), self.model.config.limit);
                 self.model.withdraw(id);
@@ -377,6 +428,7 @@ impl<'a> Harness<'a> {
             return;
         }
         drop(self.permits.remove(i % self.permits.len()));
+        self.seen.finished += 1;
         self.model.release();
     }
 
@@ -427,6 +479,9 @@ impl<'a> Harness<'a> {
             Err(payload) if payload.downcast_ref::<&str>() == Some(&PANIC) => {}
             Err(payload) => resume_unwind(payload),
         }
+        // The call was permitted, and its permit was released while unwinding.
+        self.seen.permitted += 1;
+        self.seen.finished += 1;
         self.model.release();
     }
 
@@ -441,7 +496,9 @@ impl<'a> Harness<'a> {
             Op::ChangeConfig(config) => self.change_config(config),
             Op::PanickingCall { queued } => self.panicking_call(queued),
             Op::Close => {
-                assert_eq!(self.bulkhead.close(), !self.model.closed, "close reports the first");
+                let first = self.bulkhead.close();
+                assert_eq!(first, !self.model.closed, "close reports the first");
+                self.seen.close_events += u64::from(first);
                 self.model.close();
                 for pending in &self.pending {
                     if self.model.refused.contains(&pending.id) {
@@ -476,6 +533,19 @@ impl<'a> Harness<'a> {
         assert_eq!(m.is_closed(), model.closed, "closed: {m:?}");
         let drained = model.closed && limit - model.available == 0;
         assert_eq!(self.bulkhead.wait_drained(Duration::ZERO), drained, "drained: {m:?}");
+        // The counters and the events are exactly what the callers saw.
+        let counted = Seen {
+            permitted: m.calls_permitted(),
+            finished: m.calls_finished(),
+            full: m.calls_rejected(RejectReason::Full),
+            wait_timed_out: m.calls_rejected(RejectReason::WaitTimedOut),
+            too_many_waiting: m.calls_rejected(RejectReason::TooManyWaiting),
+            closed: m.calls_rejected(RejectReason::Closed),
+            // Not counted: the first close is the only one that emits.
+            close_events: u64::from(m.is_closed()),
+        };
+        assert_eq!(counted, self.seen, "counters vs. what callers saw");
+        assert_eq!(*self.heard.0.lock().unwrap(), self.seen, "events vs. what callers saw");
         // Every permit in flight is held by the harness or granted to a pending acquire.
         assert_eq!(
             (self.permits.len() + model.granted.len()) as i64,
@@ -496,12 +566,18 @@ impl<'a> Harness<'a> {
 
 fn run(initial: Config, ops: &[Op]) {
     let bulkhead = Bulkhead::new("reference_model", initial.build());
+    bulkhead.enable_counters();
+    let heard = Arc::new(Heard::default());
+    let listener = Arc::clone(&heard);
+    bulkhead.on_event(move |event| listener.hear(event));
     let mut harness = Harness {
         bulkhead: &bulkhead,
         model: Model::new(initial),
         permits: Vec::new(),
         pending: Vec::new(),
         next_id: 0,
+        seen: Seen::default(),
+        heard,
     };
     harness.check();
     for op in ops {

@@ -777,6 +777,137 @@ pub fn repoll_with_new_waker_racing_grant_is_woken() {
     drop(permit);
     join(releaser);
     occupancy.check(2);
+}
+
+/// `threads` callers (one of them the main thread) each make `rounds` fail-fast calls on a
+/// one-permit bulkhead that counts calls, while the main thread also reads the counts:
+/// each read is never below an earlier one, and once everyone is joined the counts are
+/// exactly what the callers saw (no increment lost by the per-thread cells, none counted
+/// twice).
+pub fn counters_sum_exact_after_concurrent_calls(threads: usize, rounds: usize) {
+    let bulkhead = bulkhead("counters_exact", 1, Duration::ZERO, None);
+    bulkhead.enable_counters();
+    let permitted = Arc::new(AtomicUsize::new(0));
+    let rejected = Arc::new(AtomicUsize::new(0));
+    let calls = move |bulkhead: &Bulkhead, permitted: &AtomicUsize, rejected: &AtomicUsize| {
+        for _ in 0..rounds {
+            match bulkhead.try_acquire() {
+                Ok(permit) => {
+                    drop(permit);
+                    permitted.fetch_add(1, SeqCst);
+                }
+                Err(err) => {
+                    assert_eq!(err.reason(), RejectReason::Full, "{err}");
+                    rejected.fetch_add(1, SeqCst);
+                }
+            }
+        }
+    };
+    let handles: Vec<_> = (1..threads)
+        .map(|_| {
+            let (bulkhead, permitted, rejected) =
+                (Arc::clone(&bulkhead), Arc::clone(&permitted), Arc::clone(&rejected));
+            rt::spawn(move || calls(&bulkhead, &permitted, &rejected))
+        })
+        .collect();
+    let before = bulkhead.metrics();
+    calls(&bulkhead, &permitted, &rejected);
+    let during = bulkhead.metrics();
+    assert!(during.calls_permitted() >= before.calls_permitted(), "{before:?} then {during:?}");
+    assert!(during.calls_finished() >= before.calls_finished(), "{before:?} then {during:?}");
+    handles.into_iter().for_each(join);
+    let m = bulkhead.metrics();
+    assert_eq!(m.calls_permitted(), permitted.load(SeqCst) as u64, "permitted: {m:?}");
+    assert_eq!(m.calls_finished(), permitted.load(SeqCst) as u64, "finished: {m:?}");
+    assert_eq!(m.calls_rejected(RejectReason::Full), rejected.load(SeqCst) as u64, "{m:?}");
+    assert_eq!(m.calls_rejected_total(), rejected.load(SeqCst) as u64, "{m:?}");
+    assert_quiescent(&bulkhead, 1);
+}
+
+/// `registrars` threads each register a listener (and enable the counters) while
+/// `emitters` threads make `rounds` calls. A call that starts after an emitter saw a
+/// registrar's "done" flag (raised once `on_event` and `enable_counters` returned) must
+/// reach that listener and the counters: every listener hears at least those calls'
+/// events, never more than all events, and no registration is lost.
+pub fn listener_registered_while_calls_emit_hears_later_calls(
+    registrars: usize,
+    emitters: usize,
+    rounds: usize,
+) {
+    let bulkhead = bulkhead("listener_registration", 1, Duration::ZERO, None);
+    let heard: Vec<Arc<AtomicUsize>> =
+        (0..registrars).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+    let done: Vec<Arc<AtomicBool>> =
+        (0..registrars).map(|_| Arc::new(AtomicBool::new(false))).collect();
+    let registering: Vec<_> = (0..registrars)
+        .map(|i| {
+            let (bulkhead, heard, done) =
+                (Arc::clone(&bulkhead), Arc::clone(&heard[i]), Arc::clone(&done[i]));
+            rt::spawn(move || {
+                bulkhead.on_event(move |_| {
+                    heard.fetch_add(1, SeqCst);
+                });
+                bulkhead.enable_counters();
+                done.store(true, SeqCst);
+            })
+        })
+        .collect();
+    // Per emitter: events of calls made after each registrar was done, and all events.
+    let emitting: Vec<_> = (0..emitters)
+        .map(|_| {
+            let (bulkhead, done) = (Arc::clone(&bulkhead), done.clone());
+            rt::spawn(move || {
+                let mut after = vec![0usize; done.len()];
+                let mut all = 0;
+                let mut counted_after = 0u64;
+                for _ in 0..rounds {
+                    let seen: Vec<bool> = done.iter().map(|flag| flag.load(SeqCst)).collect();
+                    let events = match bulkhead.try_acquire() {
+                        Ok(permit) => {
+                            drop(permit);
+                            2
+                        }
+                        Err(_) => 1,
+                    };
+                    all += events;
+                    for (after, seen) in after.iter_mut().zip(&seen) {
+                        if *seen {
+                            *after += events;
+                        }
+                    }
+                    if seen.iter().any(|&s| s) {
+                        counted_after += 1;
+                    }
+                }
+                (after, all, counted_after)
+            })
+        })
+        .collect();
+    registering.into_iter().for_each(join);
+    let mut after = vec![0usize; registrars];
+    let mut all = 0;
+    let mut counted_after = 0;
+    for handle in emitting {
+        let (a, total, counted) = join(handle);
+        after.iter_mut().zip(&a).for_each(|(sum, n)| *sum += n);
+        all += total;
+        counted_after += counted;
+    }
+    for (i, heard) in heard.iter().enumerate() {
+        let heard = heard.load(SeqCst);
+        assert!(heard >= after[i], "listener {i} heard {heard} events, {} came after it", after[i]);
+        assert!(heard <= all, "listener {i} heard {heard} events of {all}");
+    }
+    // Calls after the first registrar was done are counted (permitted or rejected: one each).
+    let m = bulkhead.metrics();
+    let counted = m.calls_permitted() + m.calls_rejected_total();
+    assert!(counted >= counted_after, "counted {counted} calls, {counted_after} came after");
+    // Every listener is still registered: one more call reaches each.
+    let before: Vec<usize> = heard.iter().map(|h| h.load(SeqCst)).collect();
+    drop(bulkhead.try_acquire().expect("nobody holds the permit"));
+    for (i, heard) in heard.iter().enumerate() {
+        assert_eq!(heard.load(SeqCst), before[i] + 2, "listener {i} lost");
+    }
     assert_quiescent(&bulkhead, 1);
 }
 

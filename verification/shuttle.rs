@@ -185,6 +185,10 @@ scenarios! {
     drain_wait_racing_close_and_last_release => crate::scenarios::drain_wait_racing_close_and_last_release(false);
     drained_future_racing_close_and_last_release => crate::scenarios::drain_wait_racing_close_and_last_release(true);
     repoll_with_new_waker_racing_grant_is_woken => crate::scenarios::repoll_with_new_waker_racing_grant_is_woken();
+    counters_sum_exact_after_concurrent_calls =>
+        crate::scenarios::counters_sum_exact_after_concurrent_calls(3, 1);
+    listener_registered_while_calls_emit_hears_later_calls =>
+        crate::scenarios::listener_registered_while_calls_emit_hears_later_calls(1, 1, 2);
     close_racing_sync_newcomer_refuses_it => crate::scenarios::close_racing_newcomer_refuses_it(false);
     close_racing_async_newcomer_refuses_it => crate::scenarios::close_racing_newcomer_refuses_it(true);
 
@@ -204,6 +208,10 @@ scenarios! {
     grow_serves_three_queued_waiters => crate::scenarios::grow_serves_queued_waiters(3);
     waiter_cap_two_of_five => crate::scenarios::waiter_cap_holds_under_races(2, 5);
     three_panicking_calls_race_three_callers => crate::scenarios::panicking_call_releases_permit(3, 3);
+    counters_exact_six_threads_four_rounds =>
+        crate::scenarios::counters_sum_exact_after_concurrent_calls(6, 4);
+    three_registrars_race_three_callers =>
+        crate::scenarios::listener_registered_while_calls_emit_hears_later_calls(3, 3, 3);
 }
 
 /// Replays one schedule printed by a failing run. Ignored unless asked for:

@@ -89,3 +89,81 @@ pub fn two_worker_runtime() -> tokio::runtime::Runtime {
         .build()
         .expect("a tokio runtime")
 }
+
+/// A `metrics` recorder whose counters and gauges are plain atomics (and whose histograms
+/// sum into an atomic): what the metrics facade costs at its cheapest, so a bench measures
+/// our instrumentation rather than an exporter.
+#[cfg(feature = "metrics")]
+pub struct AtomicRecorder;
+
+#[cfg(feature = "metrics")]
+struct AtomicHistogram(std::sync::atomic::AtomicU64);
+
+#[cfg(feature = "metrics")]
+impl metrics::HistogramFn for AtomicHistogram {
+    fn record(&self, value: f64) {
+        self.0.fetch_add(value.to_bits() & 1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(feature = "metrics")]
+impl metrics::Recorder for AtomicRecorder {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn register_counter(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::from_arc(Arc::new(AtomicU64::new(0)))
+    }
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::from_arc(Arc::new(AtomicU64::new(0)))
+    }
+    fn register_histogram(
+        &self,
+        _: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        metrics::Histogram::from_arc(Arc::new(AtomicHistogram(AtomicU64::new(0))))
+    }
+}
+
+/// Registers a listener that counts every event into `heard`.
+pub fn count_events(bulkhead: &Bulkhead, heard: &Arc<AtomicU64>) {
+    let heard = Arc::clone(heard);
+    bulkhead.on_event(move |_| {
+        heard.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    });
+}
+
+/// Instruments `bulkhead` as a service would: with the `metrics` feature, registered with
+/// `metrics_export::register` on an [`AtomicRecorder`] (which turns its counters on); without
+/// it, its counters turned on directly. The registration is kept for the process's life.
+pub fn instrument(bulkhead: &Arc<Bulkhead>) {
+    #[cfg(feature = "metrics")]
+    {
+        let registered = metrics::with_local_recorder(&AtomicRecorder, || {
+            bulkhead::metrics_export::register(bulkhead)
+        });
+        bulkhead::metrics_export::collect();
+        std::mem::forget(registered);
+    }
+    #[cfg(not(feature = "metrics"))]
+    bulkhead.enable_counters();
+}

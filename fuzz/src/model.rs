@@ -210,6 +210,8 @@ struct Harness<'a> {
     queue: VecDeque<u64>,
     listeners: usize,
     expected_events: [usize; 5],
+    /// What the bulkhead's own counters must read: every event once, listeners or not.
+    expected_counts: [u64; 5],
     // ---- real ----
     futures: Vec<(u64, LiveFuture<'a>)>,
     permits: Vec<Held<'a>>,
@@ -260,6 +262,8 @@ pub fn run_ops(data: &[u8]) {
     let wait = WaitMode::decode(b);
     let cap = cap_decode(b >> 3);
     let bulkhead = Arc::new(Bulkhead::new(NAME, build(limit, wait, cap)));
+    // Counted from the start, so the counters must equal every event the model expects.
+    bulkhead.enable_counters();
     let trace = std::env::var_os("BULKHEAD_FUZZ_TRACE").is_some();
     let mut h = Harness {
         bulkhead: &bulkhead,
@@ -271,6 +275,7 @@ pub fn run_ops(data: &[u8]) {
         queue: VecDeque::new(),
         listeners: 0,
         expected_events: [0; 5],
+        expected_counts: [0; 5],
         futures: Vec::new(),
         permits: Vec::new(),
         next_id: 0,
@@ -357,6 +362,7 @@ impl<'a> Harness<'a> {
 
     fn emit(&mut self, kind: usize) {
         self.expected_events[kind] += self.listeners;
+        self.expected_counts[kind] += 1;
     }
 
     /// Model drain: free permits go to the oldest queued futures.
@@ -763,6 +769,17 @@ impl<'a> Harness<'a> {
             self.events.snapshot(),
             self.expected_events,
             "events [permitted, full, timed out, too many, finished] ({ctx})"
+        );
+        let counted = [
+            m.calls_permitted(),
+            m.calls_rejected(RejectReason::Full),
+            m.calls_rejected(RejectReason::WaitTimedOut),
+            m.calls_rejected(RejectReason::TooManyWaiting),
+            m.calls_finished(),
+        ];
+        assert_eq!(
+            counted, self.expected_counts,
+            "counters [permitted, full, timed out, too many, finished] ({ctx})"
         );
     }
 

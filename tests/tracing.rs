@@ -1,0 +1,127 @@
+//! The `tracing` feature: refusals and long waits as events, target `bulkhead`, naming the
+//! bulkhead and the reason, at the documented levels; nothing for permits taken at once.
+#![cfg(feature = "tracing")]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use bulkhead::{Bulkhead, RejectReason};
+use common::*;
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::Layer;
+
+/// One captured event: level, target and fields (as their `Debug` text).
+#[derive(Debug, Clone)]
+struct Captured {
+    level: Level,
+    target: String,
+    fields: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<Captured>>>);
+
+struct Fields<'a>(&'a mut BTreeMap<String, String>);
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl<S: Subscriber> Layer<S> for Capture {
+    fn on_event(&self, event: &Event<'_>, _cx: Context<'_, S>) {
+        let mut fields = BTreeMap::new();
+        event.record(&mut Fields(&mut fields));
+        self.0.lock().unwrap().push(Captured {
+            level: *event.metadata().level(),
+            target: event.metadata().target().to_owned(),
+            fields,
+        });
+    }
+}
+
+/// Runs `body` with a subscriber capturing every event of this thread.
+fn captured(body: impl FnOnce()) -> Vec<Captured> {
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    tracing::subscriber::with_default(subscriber, body);
+    let events = capture.0.lock().unwrap().clone();
+    events.into_iter().filter(|e| e.target == "bulkhead").collect()
+}
+
+#[test]
+fn tracing_full_rejection_is_a_debug_event_with_name_and_reason() {
+    let bulkhead = Bulkhead::new("tr-full", limit(1));
+    let events = captured(|| {
+        let held = bulkhead.try_acquire().unwrap(); // no event for a permit taken at once
+        assert_eq!(bulkhead.try_acquire().unwrap_err().reason(), RejectReason::Full);
+        drop(held); // nor for a release
+    });
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].level, Level::DEBUG);
+    assert_eq!(events[0].fields["bulkhead"], "tr-full");
+    assert_eq!(events[0].fields["reason"], "full");
+}
+
+#[test]
+fn tracing_timed_out_wait_is_an_info_event_with_the_wait() {
+    let bulkhead = Bulkhead::new("tr-timeout", limit_wait(1, Duration::from_millis(2)));
+    let _held = bulkhead.try_acquire().unwrap();
+    let events = captured(|| {
+        assert_eq!(bulkhead.acquire().unwrap_err().reason(), RejectReason::WaitTimedOut);
+    });
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].level, Level::INFO);
+    assert_eq!(events[0].fields["reason"], "wait_timed_out");
+    let waited: u64 = events[0].fields["waited_us"].parse().unwrap();
+    assert!(waited >= 2_000, "{events:?}");
+}
+
+#[test]
+fn tracing_too_many_waiting_is_a_debug_event() {
+    let bulkhead = Bulkhead::new("tr-cap", limit_wait_cap(1, LONG_WAIT, 0));
+    let _held = bulkhead.try_acquire().unwrap();
+    let events = captured(|| {
+        assert_eq!(bulkhead.acquire().unwrap_err().reason(), RejectReason::TooManyWaiting);
+    });
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].level, Level::DEBUG);
+    assert_eq!(events[0].fields["reason"], "too_many_waiting");
+}
+
+#[test]
+fn tracing_long_wait_is_a_debug_event_and_a_short_one_is_not() {
+    with_hang_guard(|| {
+        let bulkhead = shared("tr-wait", limit_wait(1, LONG_WAIT));
+        let held = bulkhead.try_acquire().unwrap();
+        let waiter = {
+            let bulkhead = Arc::clone(&bulkhead);
+            thread::spawn(move || captured(|| drop(bulkhead.acquire().unwrap())))
+        };
+        wait_for_waiters(&bulkhead, 1);
+        thread::sleep(Duration::from_millis(15)); // past the 10 ms threshold
+        drop(held);
+        let events = join_guarded(waiter);
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].level, Level::DEBUG);
+        assert_eq!(events[0].fields["bulkhead"], "tr-wait");
+        let waited: u64 = events[0].fields["waited_us"].parse().unwrap();
+        assert!(waited >= 15_000, "{events:?}");
+
+        // A permit free at once: no wait, no event.
+        let quick = captured(|| drop(bulkhead.acquire().unwrap()));
+        assert!(quick.is_empty(), "{quick:?}");
+    });
+}
