@@ -71,6 +71,7 @@ mod bulkhead;
 mod config;
 mod error;
 mod event;
+mod fallible;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod file;
