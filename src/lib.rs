@@ -76,6 +76,7 @@ mod fallible;
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod file;
 mod future;
+mod global;
 mod intern;
 mod metrics;
 #[cfg(feature = "metrics")]
@@ -99,9 +100,14 @@ pub use crate::config::{BulkheadConfig, BulkheadConfigBuilder, ConfigError};
 pub use crate::error::{BulkheadFull, RejectReason};
 pub use crate::event::{BulkheadEvent, BulkheadEventKind};
 pub use crate::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
+#[doc(hidden)]
+pub use crate::global::__private;
 pub use crate::metrics::BulkheadMetrics;
 pub use crate::permit::{OwnedPermit, Permit};
 pub use crate::registry::{BulkheadRegistry, BulkheadRegistryBuilder, RegistryError};
+#[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
+pub use bulkhead_macros::bulkhead;
 
 // Runs the README's Rust blocks as doctests, so its examples cannot rot.
 #[cfg(doctest)]
