@@ -40,6 +40,7 @@
 //! | `tracing` | no    | `tracing` events (target `bulkhead`) for refused calls (`DEBUG`; `INFO` for a wait that timed out) and waits of 10 ms or more (`DEBUG`), with the bulkhead's name and the reason |
 //! | `tower` | no      | `bulkhead::tower::BulkheadLayer`: a bulkhead for outbound tower clients (hyper, tonic), refusing with a boxed [`BulkheadFull`] |
 //! | `serde` | no      | `bulkhead::file`: Resilience4j-style `application.yml` / `.toml` files (`resilience4j.bulkhead.*`), the style guide's rules as checks, and `BulkheadRegistry::from_file` |
+//! | `macros` | no     | `#[bulkhead(name = "...")]`: a fn or method runs under a named bulkhead of a registry, a refusal mapped into its error type (`From<BulkheadFull>`) or served by a fallback |
 //! | `cli`   | no      | the `bulkhead-check` command: prints each instance's effective config and the rules' findings; exits 1 on errors |
 //!
 //! # Model checking your own code
