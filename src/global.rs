@@ -71,10 +71,45 @@ pub mod __private {
         BulkheadRegistry::global().bulkhead(name)
     }
 
-    /// The bulkhead `name` of `registry` (the attribute's `registry = ...`).
-    #[cold]
-    pub fn registry_bulkhead(registry: &BulkheadRegistry, name: &str) -> Arc<Bulkhead> {
-        registry.bulkhead(name)
+    /// The attribute's `registry = X`, as `&X`: `(&Registry(&X)).bulkhead_named(name)`
+    /// finds the bulkhead whether `X` is a function (called) or a value that dereferences
+    /// to a registry (a `&'static BulkheadRegistry` a call gave, a `LazyLock` or `Arc`
+    /// static). Method resolution tries [`ViaFn`] (no auto-ref) before [`ViaDeref`] (one
+    /// auto-ref), so the two never compete: a type is either callable or a pointer.
+    pub struct Registry<'a, T: ?Sized>(pub &'a T);
+
+    /// `registry = some_fn`: called once per call site.
+    pub trait ViaFn {
+        /// The bulkhead `name` of the registry `some_fn()` gives.
+        fn bulkhead_named(&self, name: &str) -> Arc<Bulkhead>;
+    }
+
+    impl<F, R> ViaFn for Registry<'_, F>
+    where
+        F: Fn() -> R,
+        R: core::ops::Deref<Target = BulkheadRegistry>,
+    {
+        #[cold]
+        fn bulkhead_named(&self, name: &str) -> Arc<Bulkhead> {
+            (self.0)().bulkhead(name)
+        }
+    }
+
+    /// `registry = REGISTRY` or `registry = app::registry()`: a value that dereferences to a
+    /// registry.
+    pub trait ViaDeref {
+        /// The bulkhead `name` of the registry the value points to.
+        fn bulkhead_named(&self, name: &str) -> Arc<Bulkhead>;
+    }
+
+    impl<T> ViaDeref for &Registry<'_, T>
+    where
+        T: core::ops::Deref<Target = BulkheadRegistry>,
+    {
+        #[cold]
+        fn bulkhead_named(&self, name: &str) -> Arc<Bulkhead> {
+            self.0.bulkhead(name)
+        }
     }
 
     /// A refusal as the function's error: `Err(E::from(full))`. A function named so that

@@ -234,9 +234,46 @@ fn cached_rate(from: &str, to: &str, full: BulkheadFull) -> String {
 /// A `Result` alias: any type named `...Result` is taken for a `Result`.
 type PortResult<T> = Result<T, PortError>;
 
-#[bulkhead(name = "attr-registry", registry = app_registry())]
+#[bulkhead(name = "attr-registry", registry = app_registry)]
 fn alias_port() -> PortResult<u8> {
     Ok(1)
+}
+
+/// A registry in a static, and one behind an `Arc` a function gives.
+static LAZY_REGISTRY: std::sync::LazyLock<BulkheadRegistry> =
+    std::sync::LazyLock::new(|| BulkheadRegistry::new(limit(1)));
+
+fn arc_registry() -> Arc<BulkheadRegistry> {
+    static REGISTRY: OnceLock<Arc<BulkheadRegistry>> = OnceLock::new();
+    Arc::clone(REGISTRY.get_or_init(|| Arc::new(BulkheadRegistry::new(limit(1)))))
+}
+
+#[bulkhead(name = "attr-static", registry = LAZY_REGISTRY)]
+fn static_port() -> Result<usize, PortError> {
+    Ok(LAZY_REGISTRY.bulkhead("attr-static").metrics().in_flight_calls())
+}
+
+#[bulkhead(name = "attr-arc", registry = arc_registry)]
+fn arc_fn_port() -> Result<usize, PortError> {
+    Ok(arc_registry().bulkhead("attr-arc").metrics().in_flight_calls())
+}
+
+#[bulkhead(name = "attr-arc-call", registry = arc_registry())]
+fn arc_call_port() -> Result<usize, PortError> {
+    Ok(arc_registry().bulkhead("attr-arc-call").metrics().in_flight_calls())
+}
+
+#[test]
+fn attribute_registry_may_be_a_fn_a_call_or_a_static() {
+    assert_eq!(static_port(), Ok(1));
+    assert_eq!(arc_fn_port(), Ok(1));
+    assert_eq!(arc_call_port(), Ok(1));
+    let global = BulkheadRegistry::global();
+    for name in ["attr-static", "attr-arc", "attr-arc-call"] {
+        assert!(global.find(name).is_none(), "'{name}' is not in the global registry");
+    }
+    let _held = LAZY_REGISTRY.bulkhead("attr-static").try_acquire_owned().unwrap();
+    assert!(static_port().is_err());
 }
 
 #[test]

@@ -31,17 +31,18 @@ use syn::{Expr, FnArg, ItemFn, LitStr, Pat, Path, ReturnType, Type};
 ///
 /// ```text
 /// #[bulkhead(name = "sber")]                            // the global registry's "sber"
-/// #[bulkhead(name = "sber", registry = app::registry())] // a registry you name
+/// #[bulkhead(name = "sber", registry = app::registry)]  // a registry you name
 /// #[bulkhead(name = "sber", fallback = cached_rates)]   // a refusal calls cached_rates
 /// ```
 ///
 /// - `name` (required): the bulkhead's name in the registry. It is created on first use with
 ///   the registry's configuration for that name, as
 ///   [`BulkheadRegistry::bulkhead`](../bulkhead/struct.BulkheadRegistry.html#method.bulkhead) does.
-/// - `registry` (optional): an expression that dereferences to a `BulkheadRegistry`: a call
-///   such as `app::registry()` giving `&'static BulkheadRegistry` or an `Arc` of one, or a
-///   static holding one (a `LazyLock<BulkheadRegistry>`). Without it, the process-wide
-///   `BulkheadRegistry::global()`.
+/// - `registry` (optional): where the registry is, evaluated once per call site: a function
+///   (`registry = app::registry`, called with no arguments), a call (`app::registry()`), or
+///   a static (`app::REGISTRY`); the function's result or the value must dereference to a
+///   `BulkheadRegistry` (`&'static BulkheadRegistry`, `Arc<BulkheadRegistry>`,
+///   `LazyLock<BulkheadRegistry>`). Without it, the process-wide `BulkheadRegistry::global()`.
 /// - `fallback` (optional): a function called instead of the body when the bulkhead refuses,
 ///   with the same arguments followed by the `BulkheadFull` error, as Resilience4j's
 ///   `fallbackMethod` is, and returning the same type. In a method, a single name
@@ -122,7 +123,7 @@ use syn::{Expr, FnArg, ItemFn, LitStr, Pat, Path, ReturnType, Type};
 ///     REGISTRY.get_or_init(|| BulkheadRegistry::new(BulkheadConfig::for_pool(1)))
 /// }
 ///
-/// #[bulkhead(name = "rates", registry = registry(), fallback = cached_rates)]
+/// #[bulkhead(name = "rates", registry = registry, fallback = cached_rates)]
 /// async fn rates(currency: &str) -> f64 {
 ///     if currency == "EUR" { 101.5 } else { 92.0 }
 /// }
@@ -233,9 +234,11 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let is_async = sig.asyncness.is_some();
     let resolve = match &args.registry {
         None => quote_spanned!(name.span()=> ::bulkhead::__private::global_bulkhead(#name)),
-        Some(registry) => quote_spanned!(registry.span()=>
-            ::bulkhead::__private::registry_bulkhead(&*(#registry), #name)
-        ),
+        Some(registry) => quote_spanned!(registry.span()=> {
+            #[allow(unused_imports)]
+            use ::bulkhead::__private::{ViaDeref as _, ViaFn as _};
+            (&::bulkhead::__private::Registry(&#registry)).bulkhead_named(#name)
+        }),
     };
     let acquire = if is_async {
         quote_spanned!(site=> bulkhead.acquire_async().await)
