@@ -239,9 +239,18 @@ fn alias_port() -> PortResult<u8> {
     Ok(1)
 }
 
-/// A registry in a static, and one behind an `Arc` a function gives.
-static LAZY_REGISTRY: std::sync::LazyLock<BulkheadRegistry> =
-    std::sync::LazyLock::new(|| BulkheadRegistry::new(limit(1)));
+/// A registry in a static that dereferences to it (as a `LazyLock` does; this crate's
+/// MSRV predates `LazyLock`), and one behind an `Arc` a function gives.
+struct Lazy(OnceLock<BulkheadRegistry>);
+
+impl std::ops::Deref for Lazy {
+    type Target = BulkheadRegistry;
+    fn deref(&self) -> &BulkheadRegistry {
+        self.0.get_or_init(|| BulkheadRegistry::new(limit(1)))
+    }
+}
+
+static LAZY_REGISTRY: Lazy = Lazy(OnceLock::new());
 
 fn arc_registry() -> Arc<BulkheadRegistry> {
     static REGISTRY: OnceLock<Arc<BulkheadRegistry>> = OnceLock::new();
