@@ -32,6 +32,11 @@ impl Bulkhead {
     /// `E::from(BulkheadFull)` when no permit was granted, as [`acquire`](Self::acquire)
     /// refuses (`f` is not run); otherwise whatever `f` returned.
     ///
+    /// # Panics
+    ///
+    /// As [`acquire`](Self::acquire): rather than wait on a thread that polls async tasks.
+    /// Use [`call_async_fallible`](Self::call_async_fallible) there.
+    ///
     /// # Examples
     ///
     /// The guide's adapter: one error variant, "temporarily unavailable", for a bulkhead's

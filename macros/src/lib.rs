@@ -68,7 +68,8 @@ use syn::{Expr, FnArg, ItemFn, LitStr, Pat, Path, ReturnType, Type};
 /// # Blocking, cancel safety
 ///
 /// A sync function takes its permit with `Bulkhead::acquire`: it **blocks** the calling
-/// thread up to the bulkhead's `max_wait_duration`. An `async fn` takes it with
+/// thread up to the bulkhead's `max_wait_duration` (and, like `acquire`, panics rather than
+/// park a thread that runs tokio tasks: guard code on a runtime with an `async fn`). An `async fn` takes it with
 /// `acquire_async().await`, which is cancel safe: dropping the function's future while it
 /// waits leaves the queue; dropping it while the body runs releases the permit. The permit
 /// is held until the body returns (or unwinds), and the body runs on the caller's own
