@@ -12,7 +12,7 @@ shift || true
 OPS=("$@")
 if [ ${#OPS[@]} -eq 0 ]; then
     OPS=(bulkhead_reject bulkhead_acq_rel bulkhead_acq_rel_owned bulkhead_call bulkhead_zero_wait
-        adaptive_reject adaptive_acq_rel adaptive_call)
+        floor_instant_now adaptive_reject adaptive_acq_rel adaptive_acq_rel_aimd adaptive_acq_rel_vegas adaptive_acq_rel_1in8 adaptive_acq_rel_1in16 adaptive_call)
 fi
 WORK="${CARGO_TARGET_DIR:-target}/adaptive_cost"
 mkdir -p "$WORK"

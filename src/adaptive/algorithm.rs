@@ -97,7 +97,7 @@ impl Sample {
 
     /// The latency in nanoseconds as a float, at least 1 (a zero latency would divide by 0).
     pub(crate) fn nanos(&self) -> f64 {
-        (self.latency.as_nanos() as f64).max(1.0)
+        (self.latency.as_secs_f64() * 1e9).max(1.0)
     }
 }
 

@@ -94,6 +94,8 @@ pub struct AdaptiveBulkhead {
     max: usize,
     /// Latency above which a successful call counts as a failure.
     timeout: Option<Duration>,
+    /// Record 1 call in this many (per thread); 1 records every call.
+    sample_one_in: u32,
     /// The configuration the limit is applied to (its wait settings are kept).
     base: BulkheadConfig,
     controller: Mutex<Controller>,
@@ -152,6 +154,7 @@ impl AdaptiveBulkhead {
             max_limit: None,
             initial_limit: None,
             timeout: None,
+            sample_one_in: 1,
         }
     }
 
@@ -578,15 +581,35 @@ impl AdaptiveBulkhead {
 
     #[inline]
     fn wrap<'a>(&'a self, permit: Permit<'a>, unmarked: Outcome) -> AdaptivePermit<'a> {
+        let sampled = self.sample_one_in == 1 || sampled(self.sample_one_in);
         AdaptivePermit {
-            in_flight: self.bulkhead.sem().load().in_flight(),
-            start: Instant::now(),
+            in_flight: if sampled { self.bulkhead.sem().load().in_flight() } else { 0 },
+            start: if sampled { Some(Instant::now()) } else { None },
             permit: Some(permit),
             owner: self,
             outcome: None,
             unmarked,
         }
     }
+}
+
+/// Whether this call is one of the 1 in `k` that this thread samples: a countdown in a
+/// thread-local cell (no shared write, no division).
+#[inline]
+fn sampled(k: u32) -> bool {
+    thread_local! {
+        static COUNTDOWN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    COUNTDOWN.with(|countdown| match countdown.get() {
+        0 => {
+            countdown.set(k - 1);
+            true
+        }
+        n => {
+            countdown.set(n - 1);
+            false
+        }
+    })
 }
 
 fn classify_result<T, E>(result: &Result<T, E>) -> Outcome {
@@ -618,6 +641,7 @@ pub struct AdaptiveBulkheadBuilder {
     max_limit: Option<usize>,
     initial_limit: Option<usize>,
     timeout: Option<Duration>,
+    sample_one_in: u32,
 }
 
 impl AdaptiveBulkheadBuilder {
@@ -653,13 +677,37 @@ impl AdaptiveBulkheadBuilder {
         self
     }
 
+    /// Records 1 call in `k` (counted per thread) instead of every call (default 1: every
+    /// call, as Netflix's limiters do). The other calls read no clock and take no lock:
+    /// their permits cost what a plain bulkhead's do, plus a thread-local countdown. The
+    /// algorithm then learns `k` times more slowly, in calls; use it where calls are many
+    /// and cheap. `0` is an error.
+    ///
+    /// ```
+    /// use bulkhead::adaptive::{AdaptiveBulkhead, Aimd};
+    /// use bulkhead::BulkheadConfig;
+    /// let bank = AdaptiveBulkhead::builder("bank", BulkheadConfig::for_pool(20))
+    ///     .algorithm(Aimd::default())
+    ///     .sample_one_in(4)
+    ///     .build()?;
+    /// for _ in 0..8 {
+    ///     bank.call(|| ())?;
+    /// }
+    /// assert_eq!(bank.adaptive_metrics().samples(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sample_one_in(mut self, k: u32) -> Self {
+        self.sample_one_in = k;
+        self
+    }
+
     /// Validates the bounds and builds the bulkhead.
     ///
     /// # Errors
     ///
     /// A [`ConfigError`] naming `max_limit` when it exceeds the config's
     /// `max_concurrent_calls`, `min_limit` when it exceeds the max, `initial_limit` when it
-    /// is outside `[min, max]`, `timeout` when it is zero.
+    /// is outside `[min, max]`, `timeout` or `sample_one_in` when it is zero.
     ///
     /// ```
     /// use bulkhead::adaptive::AdaptiveBulkhead;
@@ -696,6 +744,13 @@ impl AdaptiveBulkheadBuilder {
                 format!("is outside [{min}, {max}]"),
             ));
         }
+        if self.sample_one_in == 0 {
+            return Err(ConfigError::new(
+                "sample_one_in",
+                "0".to_string(),
+                "must be at least 1".to_string(),
+            ));
+        }
         if self.timeout.is_some_and(|t| t.is_zero()) {
             return Err(ConfigError::new(
                 "timeout",
@@ -709,6 +764,7 @@ impl AdaptiveBulkheadBuilder {
             min,
             max,
             timeout: self.timeout,
+            sample_one_in: self.sample_one_in,
             base: self.config,
             controller: Mutex::new(Controller { algorithm, limit: initial, samples: 0 }),
             listeners: Mutex::new(Vec::new()),
@@ -832,7 +888,8 @@ impl AdaptiveMetrics {
 pub struct AdaptivePermit<'a> {
     permit: Option<Permit<'a>>,
     owner: &'a AdaptiveBulkhead,
-    start: Instant,
+    /// `None` when this call is not sampled (see `sample_one_in`).
+    start: Option<Instant>,
     in_flight: usize,
     outcome: Option<Outcome>,
     unmarked: Outcome,
@@ -859,8 +916,17 @@ impl AdaptivePermit<'_> {
         self.outcome = Some(Outcome::Ignored);
     }
 
-    /// When the permit was granted.
-    pub fn started(&self) -> Instant {
+    /// When the permit was granted, if this call is sampled (always, unless the builder
+    /// set [`sample_one_in`](AdaptiveBulkheadBuilder::sample_one_in) above 1).
+    ///
+    /// ```
+    /// # use bulkhead::adaptive::{AdaptiveBulkhead, Aimd};
+    /// # use bulkhead::BulkheadConfig;
+    /// let bank = AdaptiveBulkhead::new("bank", BulkheadConfig::for_pool(20), Aimd::default());
+    /// assert!(bank.try_acquire()?.started().is_some());
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn started(&self) -> Option<Instant> {
         self.start
     }
 }
@@ -868,7 +934,10 @@ impl AdaptivePermit<'_> {
 impl Drop for AdaptivePermit<'_> {
     #[inline]
     fn drop(&mut self) {
-        let latency = self.start.elapsed();
+        let Some(start) = self.start else {
+            return; // not sampled: the inner permit releases
+        };
+        let latency = start.elapsed();
         // Release first: a waiter gets the slot without waiting for the algorithm.
         drop(self.permit.take());
         let outcome = match self.outcome {

@@ -221,7 +221,7 @@ impl LimitAlgorithm for Vegas {
             }
         };
         let rtt = sample.nanos();
-        let queue = (estimated * (1.0 - noload.as_nanos() as f64 / rtt)).ceil();
+        let queue = (estimated * (1.0 - noload.as_secs_f64() * 1e9 / rtt)).ceil();
         self.last_queue = Some(queue);
         let l = log10(estimated);
         let target = if (sample.in_flight as f64) * 2.0 < estimated {
