@@ -202,10 +202,13 @@ fn raw_client(
     tower::service_fn(move |()| Box::pin(request(addr)) as BoxFut)
 }
 
+/// Builds a contender's guard around the address of its downstream.
+type MakeGuard = Box<dyn FnOnce(std::net::SocketAddr) -> Guard>;
+
 async fn contenders(start: Instant) -> Vec<Arc<Contender>> {
     let config = BulkheadConfig::for_pool(20); // 16 calls, 100 ms max wait
     let cap = config.max_concurrent_calls();
-    let mut list: Vec<(String, Box<dyn FnOnce(std::net::SocketAddr) -> Guard>)> = vec![
+    let mut list: Vec<(String, MakeGuard)> = vec![
         ("static for_pool(20)".into(), {
             let config = config.clone();
             Box::new(move |_| Guard::Static(Arc::new(Bulkhead::new("static", config))))

@@ -52,7 +52,9 @@ fn call_result_err_and_panic_record_failures() {
     let bank = pool20(recorder.clone());
     let reply: Result<(), &str> = bank.call_result(|| Err("503")).unwrap();
     assert!(reply.is_err());
-    let panicked = std::panic::catch_unwind(|| bank.call(|| panic!("downstream bug")));
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        bank.call(|| panic!("downstream bug"))
+    }));
     assert!(panicked.is_err());
     assert_eq!(outcomes(&recorder), [Outcome::Failure, Outcome::Failure]);
     assert_eq!(bank.limit(), 14, "two failures moved the limit down twice");

@@ -42,6 +42,9 @@
 mod aimd;
 mod algorithm;
 mod gradient2;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod tower;
 mod vegas;
 
 use std::fmt;
