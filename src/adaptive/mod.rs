@@ -78,7 +78,6 @@ type Listener = Box<dyn Fn(&LimitChanged<'_>) + Send + Sync>;
 /// # Examples
 ///
 /// ```
-/// use std::time::Duration;
 /// use bulkhead::adaptive::{AdaptiveBulkhead, Aimd};
 /// use bulkhead::BulkheadConfig;
 ///
