@@ -189,10 +189,10 @@ fn timeout_turns_slow_successes_into_failures() {
     let recorder = Recorder::default();
     let bank = AdaptiveBulkhead::builder("bank", BulkheadConfig::for_pool(20))
         .algorithm(recorder.clone())
-        .timeout(Duration::from_millis(5))
+        .timeout(Duration::from_millis(50))
         .build()
         .unwrap();
-    bank.call(|| std::thread::sleep(Duration::from_millis(10))).unwrap();
+    bank.call(|| std::thread::sleep(Duration::from_millis(100))).unwrap();
     bank.call(|| ()).unwrap();
     assert_eq!(outcomes(&recorder), [Outcome::Failure, Outcome::Success]);
 }

@@ -37,9 +37,11 @@ fn step_bounds(algo: Algo, current: usize, min: usize, max: usize) -> (usize, us
         // Up: smoothing * queue_size = 0.8 on the fractional limit, so at most +1 on its
         // integer part. Down: gradient 0.5 at worst, so new >= l * (1 - 0.2 / 2) + 0.8.
         Algo::Gradient2 => ((current as f64 * 0.9) as usize, current + 1),
-        // Up: beta = 6 log(l); down: log(l) (l is the fractional limit, < current + 1).
+        // Up: beta = 6 log(l); down: log(l). The fractional limit l is in
+        // [current, current + 1) and the steps are whole numbers, so the integer part moves
+        // by exactly the step.
         Algo::Vegas => {
-            (current.saturating_sub(log10(current + 1)), current + 6 * log10(current + 1) + 1)
+            (current.saturating_sub(log10(current + 1)), current + 6 * log10(current + 1))
         }
     };
     (lo.max(min), hi.min(max))
