@@ -940,14 +940,17 @@ impl Drop for AdaptivePermit<'_> {
             return; // not sampled: the inner permit releases
         };
         let latency = start.elapsed();
-        // Release first: a waiter gets the slot without waiting for the algorithm.
-        drop(self.permit.take());
         let outcome = match self.outcome {
             Some(outcome) => outcome,
             None if std::thread::panicking() => Outcome::Failure,
             None => self.unmarked,
         };
+        // Record before releasing: when the sample shrinks the limit, this permit pays the
+        // new debt instead of being handed to a queued caller under the old limit. (Released
+        // first, every completion of a slow phase re-admitted a waiter before the limit
+        // dropped: adapting took a whole extra latency; see benches/results/adaptive.md.)
         self.owner.record(Sample { latency, in_flight: self.in_flight, outcome });
+        drop(self.permit.take());
     }
 }
 
