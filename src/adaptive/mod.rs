@@ -42,6 +42,8 @@
 mod aimd;
 mod algorithm;
 mod gradient2;
+#[cfg(feature = "metrics")]
+mod metrics;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
