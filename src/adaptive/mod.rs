@@ -54,12 +54,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-
 pub use self::aimd::Aimd;
 pub use self::algorithm::{Estimates, LimitAlgorithm, Limits, Outcome, Sample};
 pub use self::gradient2::Gradient2;
 pub use self::vegas::Vegas;
+use crate::sync::Mutex;
 use crate::{Bulkhead, BulkheadConfig, BulkheadFull, BulkheadMetrics, ConfigError, Permit};
 
 /// A listener of limit changes.
