@@ -239,3 +239,20 @@ fn concurrent_calls_stay_within_the_cap() {
         assert_eq!(m.bulkhead().available_concurrent_calls(), m.limit());
     }
 }
+
+#[test]
+fn in_registry_takes_the_registrys_config_and_entry() {
+    let registry = bulkhead::BulkheadRegistry::builder()
+        .add_config("slow-bank", BulkheadConfig::for_pool(10))
+        .build()
+        .unwrap();
+    let _ = registry.bulkhead_with_config("bank", "slow-bank").unwrap();
+    let bank = AdaptiveBulkhead::in_registry(&registry, "bank", Aimd::default());
+    assert_eq!(bank.max_limit(), 8, "the cap is the registry's config for the name");
+    let found = registry.find("bank").unwrap();
+    assert!(Arc::ptr_eq(&found, bank.bulkhead()));
+    bank.try_acquire().unwrap().fail();
+    assert_eq!(found.metrics().max_allowed_concurrent_calls(), 7, "the registry sees the limit");
+    assert_eq!(registry.close_all(), 1);
+    assert!(bank.try_acquire().is_err());
+}

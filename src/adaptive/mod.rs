@@ -161,6 +161,43 @@ impl AdaptiveBulkhead {
         }
     }
 
+    /// An adaptive bulkhead registered in `registry` under `name`: its cap and wait
+    /// settings are the configuration the registry gives `name` (from a config file, a
+    /// named config or the default, as [`BulkheadRegistry::bulkhead`] resolves it), and the
+    /// registry's entry (tags kept) then holds the adaptive bulkhead's engine, so
+    /// [`BulkheadRegistry::find`], `all`, `close_all`, `wait_drained` and the metrics
+    /// exporter see it. Keep the returned handle to make calls that record samples; calls
+    /// made through the registry's `Arc<Bulkhead>` are limited but not measured.
+    ///
+    /// A caller that took the registry's previous bulkhead for `name` before this call
+    /// keeps using that one.
+    ///
+    /// [`BulkheadRegistry::bulkhead`]: crate::BulkheadRegistry::bulkhead
+    /// [`BulkheadRegistry::find`]: crate::BulkheadRegistry::find
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::adaptive::{AdaptiveBulkhead, Vegas};
+    /// use bulkhead::{BulkheadConfig, BulkheadRegistry};
+    ///
+    /// let registry = BulkheadRegistry::new(BulkheadConfig::for_pool(20));
+    /// let bank = AdaptiveBulkhead::in_registry(&registry, "bank", Vegas::default());
+    /// assert_eq!(bank.max_limit(), 16);
+    /// assert!(Arc::ptr_eq(&registry.find("bank").unwrap(), bank.bulkhead()));
+    /// ```
+    pub fn in_registry(
+        registry: &crate::BulkheadRegistry,
+        name: &str,
+        algorithm: impl LimitAlgorithm,
+    ) -> Arc<AdaptiveBulkhead> {
+        let current = registry.bulkhead(name);
+        let adaptive = Arc::new(AdaptiveBulkhead::new(name, current.config(), algorithm));
+        registry.replace(name, Arc::clone(adaptive.bulkhead()));
+        adaptive
+    }
+
     /// The bulkhead underneath: its name, metrics, events, `close` and `drained` are the
     /// adaptive bulkhead's. Do not resize it with `change_config` yourself: the next limit
     /// change replaces that limit (and keeps the wait settings given at construction).
