@@ -686,12 +686,28 @@ pub struct AdaptiveBulkheadBuilder {
 
 impl AdaptiveBulkheadBuilder {
     /// The algorithm (default: [`Gradient2::default`]).
+    ///
+    /// ```
+    /// # use bulkhead::adaptive::*;
+    /// # use bulkhead::BulkheadConfig;
+    /// let b = AdaptiveBulkhead::builder("bank", BulkheadConfig::for_pool(20)).algorithm(Vegas::default()).build()?;
+    /// assert_eq!(b.limit(), 16);
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
     pub fn algorithm(mut self, algorithm: impl LimitAlgorithm) -> Self {
         self.algorithm = Some(Box::new(algorithm));
         self
     }
 
     /// The lowest limit (default 1, or 0 for a cap of 0).
+    ///
+    /// ```
+    /// # use bulkhead::adaptive::*;
+    /// # use bulkhead::BulkheadConfig;
+    /// let b = AdaptiveBulkhead::builder("bank", BulkheadConfig::for_pool(20)).min_limit(4).build()?;
+    /// assert_eq!(b.min_limit(), 4);
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
     pub fn min_limit(mut self, n: usize) -> Self {
         self.min_limit = Some(n);
         self
@@ -699,12 +715,28 @@ impl AdaptiveBulkheadBuilder {
 
     /// The highest limit (default: the config's `max_concurrent_calls`; it may only be
     /// lowered).
+    ///
+    /// ```
+    /// # use bulkhead::adaptive::*;
+    /// # use bulkhead::BulkheadConfig;
+    /// let b = AdaptiveBulkhead::builder("bank", BulkheadConfig::for_pool(20)).max_limit(10).build()?;
+    /// assert_eq!((b.max_limit(), b.limit()), (10, 10));
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
     pub fn max_limit(mut self, n: usize) -> Self {
         self.max_limit = Some(n);
         self
     }
 
     /// The limit to start from (default: the highest, i.e. the static sizing).
+    ///
+    /// ```
+    /// # use bulkhead::adaptive::*;
+    /// # use bulkhead::BulkheadConfig;
+    /// let b = AdaptiveBulkhead::builder("bank", BulkheadConfig::for_pool(20)).initial_limit(5).build()?;
+    /// assert_eq!(b.bulkhead().metrics().max_allowed_concurrent_calls(), 5);
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
     pub fn initial_limit(mut self, n: usize) -> Self {
         self.initial_limit = Some(n);
         self
@@ -712,6 +744,19 @@ impl AdaptiveBulkheadBuilder {
 
     /// A call that succeeds but takes longer than `timeout` is recorded as a
     /// [`Outcome::Failure`] (default: none; [`Aimd`] has its own timeout rule).
+    ///
+    /// ```
+    /// # use bulkhead::adaptive::*;
+    /// # use bulkhead::BulkheadConfig;
+    /// # use std::time::Duration;
+    /// let b = AdaptiveBulkhead::builder("bank", BulkheadConfig::for_pool(20))
+    ///     .algorithm(Aimd::default())
+    ///     .timeout(Duration::from_millis(1))
+    ///     .build()?;
+    /// b.call(|| std::thread::sleep(Duration::from_millis(5)))?; // slow: a failure
+    /// assert_eq!(b.limit(), 14);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
@@ -936,22 +981,60 @@ pub struct AdaptivePermit<'a> {
 }
 
 impl AdaptivePermit<'_> {
-    /// Sets the outcome recorded when the permit ends.
+    /// Sets the outcome recorded when the permit ends (the last one set wins).
+    ///
+    /// ```
+    /// # use bulkhead::adaptive::*;
+    /// # use bulkhead::BulkheadConfig;
+    /// let b = AdaptiveBulkhead::new("bank", BulkheadConfig::for_pool(20), Aimd::default());
+    /// let mut permit = b.try_acquire()?;
+    /// permit.set_outcome(Outcome::Ignored);
+    /// drop(permit);
+    /// assert_eq!(b.limit(), 16); // an ignored call moves nothing
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
     pub fn set_outcome(&mut self, outcome: Outcome) {
         self.outcome = Some(outcome);
     }
 
     /// Ends the permit, recording a success.
+    ///
+    /// ```
+    /// # use bulkhead::adaptive::*;
+    /// # use bulkhead::BulkheadConfig;
+    /// let b = AdaptiveBulkhead::new("bank", BulkheadConfig::for_pool(20), Aimd::default());
+    /// b.try_acquire()?.succeed();
+    /// assert_eq!(b.adaptive_metrics().samples(), 1);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
     pub fn succeed(mut self) {
         self.outcome = Some(Outcome::Success);
     }
 
     /// Ends the permit, recording a failure.
+    ///
+    /// ```
+    /// # use bulkhead::adaptive::*;
+    /// # use bulkhead::BulkheadConfig;
+    /// let b = AdaptiveBulkhead::new("bank", BulkheadConfig::for_pool(20), Aimd::default());
+    /// b.try_acquire()?.fail();
+    /// assert_eq!(b.limit(), 14);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
     pub fn fail(mut self) {
         self.outcome = Some(Outcome::Failure);
     }
 
     /// Ends the permit, recording an ignored call (the built-in algorithms learn nothing).
+    ///
+    /// ```
+    /// # use bulkhead::adaptive::*;
+    /// # use bulkhead::BulkheadConfig;
+    /// let b = AdaptiveBulkhead::new("bank", BulkheadConfig::for_pool(20), Aimd::default());
+    /// b.try_acquire()?.ignore();
+    /// assert_eq!((b.limit(), b.adaptive_metrics().samples()), (16, 1));
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
     pub fn ignore(mut self) {
         self.outcome = Some(Outcome::Ignored);
     }
