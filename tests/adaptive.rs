@@ -256,3 +256,20 @@ fn in_registry_takes_the_registrys_config_and_entry() {
     assert_eq!(registry.close_all(), 1);
     assert!(bank.try_acquire().is_err());
 }
+
+#[test]
+fn adaptive_types_and_futures_are_send() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    let bank = pool20(Gradient2::default());
+    send_sync(&bank);
+    let permit = bank.try_acquire().unwrap();
+    send(&permit);
+    drop(permit);
+    // The async calls can run on a multi-threaded runtime (spawned tasks need Send).
+    let call = bank.call_async(async { 1 });
+    send(&call);
+    let acquire = bank.acquire_async();
+    send(&acquire);
+    let _ = (call, acquire);
+}
