@@ -45,7 +45,23 @@ const OPS: &[(&str, &str)] = &[
     ("bulkhead_call_instrumented", "bulkhead call(|| ()), metrics on"),
     ("bulkhead_reject_listener", "bulkhead try_acquire on a full bulkhead, one listener"),
     ("bulkhead_acq_rel_listener", "bulkhead try_acquire + drop, one listener"),
+    ("floor_instant_now", "floor: one Instant::now()"),
+    ("adaptive_reject", "adaptive (Gradient2) try_acquire on a full bulkhead"),
+    ("adaptive_acq_rel", "adaptive (Gradient2) try_acquire + drop (records a sample)"),
+    ("adaptive_acq_rel_aimd", "adaptive (AIMD) try_acquire + drop (records a sample)"),
+    ("adaptive_acq_rel_vegas", "adaptive (Vegas) try_acquire + drop (records a sample)"),
+    ("adaptive_call", "adaptive (Gradient2) call(|| ())"),
+    ("adaptive_acq_rel_1in8", "adaptive (Gradient2, sample_one_in(8)) try_acquire + drop"),
+    ("adaptive_acq_rel_1in16", "adaptive (Gradient2, sample_one_in(16)) try_acquire + drop"),
 ];
+
+/// An adaptive bulkhead of cap 16 whose limit stays at 16 (see `adaptive_free`).
+fn adaptive(
+    algorithm: impl bulkhead::adaptive::LimitAlgorithm,
+) -> bulkhead::adaptive::AdaptiveBulkhead {
+    let config = bulkhead::BulkheadConfig::builder().max_concurrent_calls(16).build().unwrap();
+    bulkhead::adaptive::AdaptiveBulkhead::new("adaptive", config, algorithm)
+}
 
 /// The floor of a waiting round: a one-permit hand-off between two tasks with nothing but a
 /// flag and one waker slot under a lock (no queue, no timer, no accounting, no names). What
@@ -149,7 +165,50 @@ fn run(op: &str, n: u64) -> Result<(), String> {
     let free_listened = Arc::new(bulkhead(16, Duration::ZERO));
     count_events(&free_listened, &heard);
 
+    // Adaptive twins. One permit is in flight on each, so every sample has in_flight = 1
+    // < limit / 2: the algorithms take their "app-limited" branch and the limit stays at
+    // 16, so each iteration does the same work (the sample is still fully processed: the
+    // clock reads, the lock, the averages).
+    let adaptive_free = adaptive(bulkhead::adaptive::Gradient2::default());
+    let adaptive_aimd = adaptive(bulkhead::adaptive::Aimd::default());
+    let adaptive_vegas = adaptive(bulkhead::adaptive::Vegas::default());
+    let sampled = |k| {
+        let config = bulkhead::BulkheadConfig::builder().max_concurrent_calls(16).build().unwrap();
+        bulkhead::adaptive::AdaptiveBulkhead::builder("adaptive", config)
+            .sample_one_in(k)
+            .build()
+            .unwrap()
+    };
+    let adaptive_1in8 = sampled(8);
+    let adaptive_1in16 = sampled(16);
+    let adaptive_full = adaptive(bulkhead::adaptive::Gradient2::default());
+    let _held: Vec<_> = (0..16).map(|_| adaptive_full.try_acquire().unwrap()).collect();
+
     match op {
+        "floor_instant_now" => (0..n).for_each(|_| {
+            black_box(std::time::Instant::now());
+        }),
+        "adaptive_reject" => (0..n).for_each(|_| {
+            black_box(black_box(&adaptive_full).try_acquire().is_err());
+        }),
+        "adaptive_acq_rel" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&adaptive_free).try_acquire())))
+        }
+        "adaptive_acq_rel_aimd" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&adaptive_aimd).try_acquire())))
+        }
+        "adaptive_acq_rel_vegas" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&adaptive_vegas).try_acquire())))
+        }
+        "adaptive_acq_rel_1in8" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&adaptive_1in8).try_acquire())))
+        }
+        "adaptive_acq_rel_1in16" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&adaptive_1in16).try_acquire())))
+        }
+        "adaptive_call" => (0..n).for_each(|_| {
+            black_box(black_box(&adaptive_free).call(|| black_box(())).is_ok());
+        }),
         "floor_load" => (0..n).for_each(|_| {
             black_box(black_box(&*floor_full).load(Ordering::Relaxed));
         }),

@@ -67,6 +67,7 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod adaptive;
 mod blocking;
 mod bulkhead;
 mod config;

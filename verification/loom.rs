@@ -287,3 +287,10 @@ fn close_racing_async_newcomer_refuses_it() {
         scenarios::close_racing_newcomer_refuses_it(true)
     });
 }
+
+#[test]
+fn adaptive_limit_changes_reach_engine_in_order() {
+    run_model("adaptive_limit_changes_reach_engine_in_order", || {
+        scenarios::adaptive_limit_changes_reach_engine_in_order(2, 1)
+    });
+}

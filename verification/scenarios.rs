@@ -935,3 +935,55 @@ pub fn close_racing_newcomer_refuses_it(async_waiter: bool) {
     drop(held);
     assert_closed_and_drained(&bulkhead, 1);
 }
+
+/// Adaptive bulkhead (issue 12): `threads` callers each make `calls` calls that fail and
+/// succeed alternately, under an algorithm that moves the limit by one per sample (-1 on
+/// a failure, +1 on a success). Limit changes must reach the engine in the order the
+/// controller produced them: at quiescence the engine's limit is the controller's, every
+/// permit is back, and no caller was ever admitted above the cap.
+pub fn adaptive_limit_changes_reach_engine_in_order(threads: usize, calls: usize) {
+    use bulkhead::adaptive::{AdaptiveBulkhead, LimitAlgorithm, Limits, Outcome, Sample};
+
+    struct Step;
+    impl LimitAlgorithm for Step {
+        fn update(&mut self, sample: &Sample, limits: Limits) -> usize {
+            match sample.outcome {
+                Outcome::Failure => limits.current - 1,
+                _ => limits.current + 1,
+            }
+        }
+    }
+
+    let cap = 3;
+    let adaptive = Arc::new(
+        AdaptiveBulkhead::builder("adaptive_in_order", config(cap, Duration::ZERO))
+            .algorithm(Step)
+            .initial_limit(2)
+            .build()
+            .expect("valid bounds"),
+    );
+    let occupancy = Occupancy::new(cap);
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (adaptive, occupancy) = (Arc::clone(&adaptive), Arc::clone(&occupancy));
+            rt::spawn(move || {
+                for i in 0..calls {
+                    if let Ok(permit) = adaptive.try_acquire() {
+                        occupancy.work();
+                        if (t + i) % 2 == 0 {
+                            permit.fail();
+                        } else {
+                            permit.succeed();
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    handles.into_iter().for_each(join);
+    occupancy.check(occupancy.entries.load(SeqCst));
+    let controller = adaptive.adaptive_metrics().limit();
+    let engine = adaptive.bulkhead().metrics().max_allowed_concurrent_calls();
+    assert_eq!(engine, controller, "the engine's limit is not the controller's last");
+    assert_quiescent(adaptive.bulkhead(), controller);
+}

@@ -191,10 +191,14 @@ scenarios! {
         crate::scenarios::listener_registered_while_calls_emit_hears_later_calls(1, 1, 2);
     close_racing_sync_newcomer_refuses_it => crate::scenarios::close_racing_newcomer_refuses_it(false);
     close_racing_async_newcomer_refuses_it => crate::scenarios::close_racing_newcomer_refuses_it(true);
+    adaptive_limit_changes_reach_engine_in_order =>
+        crate::scenarios::adaptive_limit_changes_reach_engine_in_order(2, 1);
 
     // Larger than loom can explore: 4 to 8 threads and tasks.
     never_exceeds_limit_six_on_one_three_rounds => crate::scenarios::never_exceeds_limit(6, 1, 3);
     never_exceeds_limit_six_on_two_three_rounds => crate::scenarios::never_exceeds_limit(6, 2, 3);
+    adaptive_limit_changes_reach_engine_in_order_four_threads =>
+        crate::scenarios::adaptive_limit_changes_reach_engine_in_order(4, 3);
     release_racing_enqueue_wakes_five_waiters =>
         crate::scenarios::release_racing_enqueue_wakes_waiter(5, true);
     deadline_racing_release_with_three_waiters_behind =>

@@ -144,6 +144,26 @@ fn print_report(
             ]);
         }
         write!(out, "{}", table(&rows))?;
+        // Our extension of the layout: instances with an `adaptive:` block.
+        let adaptive: Vec<_> =
+            file.instances().iter().filter_map(|i| i.adaptive().map(|a| (i, a))).collect();
+        if !adaptive.is_empty() {
+            writeln!(out, "adaptive:")?;
+            for (i, a) in adaptive {
+                let max = a.max_limit().unwrap_or(i.config().max_concurrent_calls());
+                let min = a.min_limit().unwrap_or(1.min(max));
+                let initial = a.initial_limit().unwrap_or(max);
+                let timeout = a
+                    .timeout()
+                    .map_or_else(String::new, |t| format!(", timeout {}", format_duration(t)));
+                writeln!(
+                    out,
+                    "  {}: {:?}, limit in [{min}, {max}], starts at {initial}{timeout}",
+                    i.name(),
+                    a.algorithm()
+                )?;
+            }
+        }
     }
     if !file.configs().is_empty() {
         let names: Vec<&str> = file.configs().iter().map(|c| c.name()).collect();

@@ -5,7 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::duration::{self, DurationError};
 use super::tree::{self, render_path, Leaf, Seg, Value};
-use super::{ConfigFile, Facts, FileError, Format, Ignored, Instance, NamedConfig, Origins};
+use super::{
+    AdaptiveAlgorithm, AdaptiveSettings, ConfigFile, Facts, FileError, Format, Ignored, Instance,
+    NamedConfig, Origins,
+};
 use crate::{BulkheadConfig, ConfigError};
 
 /// The settings a bulkhead entry takes, by relaxed name, with the name we print.
@@ -76,6 +79,18 @@ struct Decl {
     base_config: Option<At<Option<String>>>,
     /// `type: THREADPOOL`, as written (a later document's `type: SEMAPHORE` clears it).
     thread_pool: Option<At<String>>,
+    /// The `adaptive:` block (instances only), once any of it is written.
+    adaptive: Option<AdaptiveDecl>,
+}
+
+/// An `adaptive:` block as written (our extension of the layout).
+#[derive(Clone, Debug, Default)]
+struct AdaptiveDecl {
+    algorithm: Option<AdaptiveAlgorithm>,
+    min_limit: Option<usize>,
+    max_limit: Option<usize>,
+    initial_limit: Option<usize>,
+    timeout: Option<Duration>,
 }
 
 #[derive(Default)]
@@ -352,6 +367,10 @@ impl Binder {
     ) {
         let path = render_path(&segs[..5]);
         let canon = key.canon.as_str();
+        if canon == "adaptive" {
+            self.adaptive_setting(kind, &name, path, segs, value);
+            return;
+        }
         let setting = match canon {
             "maxconcurrentcalls" => Setting::MaxConcurrentCalls,
             "maxwaitduration" => Setting::MaxWaitDuration,
@@ -429,6 +448,57 @@ impl Binder {
         }
     }
 
+    /// One key of an instance's `adaptive:` block (our extension; later documents override).
+    fn adaptive_setting(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        path: String,
+        segs: &[Seg],
+        value: &Value,
+    ) {
+        if kind == Kind::Config {
+            let problem = "is not inherited: an adaptive block goes under an instance";
+            self.error(path, "{...}".to_owned(), problem);
+            return;
+        }
+        let Some(decl) = self.instances.get_mut(name) else { return };
+        let block = decl.adaptive.get_or_insert_with(AdaptiveDecl::default);
+        let Some(key) = segs.get(5) else {
+            if !value.is_empty() {
+                self.error(path, value.render(), "is not a map of adaptive settings");
+            }
+            return;
+        };
+        let path = render_path(&segs[..6]);
+        if segs.len() > 6 {
+            self.error(path, "{...}".to_owned(), "is a map, not a single value");
+            return;
+        }
+        let max = BulkheadConfig::MAX_CONCURRENT_CALLS;
+        let result = match key.canon.as_str() {
+            "algorithm" => {
+                match value.as_text().as_deref().and_then(AdaptiveAlgorithm::from_name) {
+                    Some(a) => {
+                        block.algorithm = Some(a);
+                        Ok(())
+                    }
+                    None => Err("is not an algorithm (aimd, gradient2 or vegas)".to_owned()),
+                }
+            }
+            "minlimit" => count(value, max).map(|n| block.min_limit = Some(n)),
+            "maxlimit" => count(value, max).map(|n| block.max_limit = Some(n)),
+            "initiallimit" => count(value, max).map(|n| block.initial_limit = Some(n)),
+            "timeout" => duration_value(value).map(|d| block.timeout = Some(d)),
+            _ => Err("is not an adaptive setting (algorithm, min-limit, max-limit, \
+                      initial-limit or timeout)"
+                .to_owned()),
+        };
+        if let Err(problem) = result {
+            self.error(path, value.render(), problem);
+        }
+    }
+
     fn finish(mut self, format: Format) -> (ConfigFile, Vec<ConfigError>) {
         for decl in self.configs.values().chain(self.instances.values()) {
             if let Some(At { value, path }) = &decl.thread_pool {
@@ -449,6 +519,7 @@ impl Binder {
                     config,
                     chain,
                     origins,
+                    adaptive: None,
                 });
             }
         }
@@ -458,7 +529,31 @@ impl Binder {
         for (name, decl) in instance_decls {
             if let Some((config, chain, origins)) = self.resolve(&decl, None, implicit, &mut cycles)
             {
-                instances.push(Instance { name, path: decl.path, config, chain, origins });
+                let adaptive = decl.adaptive.as_ref().and_then(|block| {
+                    let settings = AdaptiveSettings {
+                        path: format!("{}.adaptive", decl.path),
+                        algorithm: block.algorithm.unwrap_or(AdaptiveAlgorithm::Gradient2),
+                        min_limit: block.min_limit,
+                        max_limit: block.max_limit,
+                        initial_limit: block.initial_limit,
+                        timeout: block.timeout,
+                    };
+                    match settings.check(&config) {
+                        Ok(()) => Some(settings),
+                        Err(e) => {
+                            self.error(e.key().to_owned(), e.value().to_owned(), e.problem());
+                            None
+                        }
+                    }
+                });
+                instances.push(Instance {
+                    name,
+                    path: decl.path,
+                    config,
+                    chain,
+                    origins,
+                    adaptive,
+                });
             }
         }
         let file = ConfigFile {

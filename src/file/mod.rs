@@ -96,11 +96,13 @@ use std::path::{Path, PathBuf};
 
 use crate::{BulkheadConfig, ConfigError};
 
+mod adaptive;
 mod bind;
 mod duration;
 pub mod rules;
 mod tree;
 
+pub use adaptive::{AdaptiveAlgorithm, AdaptiveSettings};
 pub use rules::{Finding, Severity};
 
 /// The syntax of a configuration file.
@@ -279,9 +281,23 @@ pub struct Instance {
     pub(crate) config: BulkheadConfig,
     pub(crate) chain: Vec<String>,
     pub(crate) origins: Origins,
+    pub(crate) adaptive: Option<AdaptiveSettings>,
 }
 
 impl Instance {
+    /// Its `adaptive:` block, if it has one and the block is valid (our extension of the
+    /// layout; see [`AdaptiveSettings`]).
+    ///
+    /// ```
+    /// use bulkhead::file::ConfigFile;
+    /// let file = ConfigFile::from_yaml_str("resilience4j.bulkhead.instances.bank.adaptive.algorithm: aimd")?;
+    /// assert!(file.instance("bank").unwrap().adaptive().is_some());
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
+    pub fn adaptive(&self) -> Option<&AdaptiveSettings> {
+        self.adaptive.as_ref()
+    }
+
     /// The name: the key under `instances` (or under `configs`, for a [`NamedConfig`]).
     pub fn name(&self) -> &str {
         &self.name

@@ -8,6 +8,7 @@
 //! | [`R-RES-BH-X1`](THREAD_POOL) | error | `type: THREADPOOL` in a bulkhead entry, or a `resilience4j.thread-pool-bulkhead` section: thread-pool bulkheads are forbidden for outbound calls |
 //! | [`R-RES-BH-3`](POOL_SIZE) | error | a bulkhead allowing as many calls as its connection pool (`client.<name>.max-concurrent`), or more; or a pool size that is not a whole number |
 //! | [`R-RES-BH-3`](POOL_SIZE) | warning | a bulkhead not at 80 % of its pool (`floor(pool × 4 / 5)`, as [`BulkheadConfig::for_pool`]) |
+//! | [`R-RES-BH-3`](POOL_SIZE) | warning | an `adaptive:` block whose max (`max-limit`, else `max-concurrent-calls`) is above 80 % of the pool |
 //! | [`R-RES-BH-1`](OWN_LAYER) | warning | a connection pool (`client.<name>.max-concurrent`) with no bulkhead instance `<name>` |
 //! | [`R-RES-BH-WAIT`](MAX_WAIT) | warning | `max-wait-duration` above 1 s: the bulkhead turns into a queue |
 //!
@@ -242,6 +243,16 @@ fn pool_size(file: &ConfigFile, out: &mut Vec<Finding>) {
                  it at 80 % of its connection pool ({pool_path}: {pool}): {advised}"
             );
             out.push(finding(POOL_SIZE, Severity::Warning, path, message));
+        }
+        if let Some(adaptive) = instance.adaptive() {
+            let max = adaptive.max_limit().unwrap_or(calls);
+            if max > advised {
+                let message = format!(
+                    "adaptive bulkhead '{name}' may grow to {max} concurrent calls, above 80 % \
+                     of its connection pool ({pool_path}: {pool}): set max-limit: {advised}"
+                );
+                out.push(finding(POOL_SIZE, Severity::Warning, adaptive.path(), message));
+            }
         }
     }
     for (name, pool_path, pool) in no_bulkhead {

@@ -1,0 +1,195 @@
+//! An instance's `adaptive:` block: our extension of Resilience4j's layout (Resilience4j
+//! never shipped an adaptive bulkhead).
+
+use core::time::Duration;
+use std::sync::Arc;
+
+use crate::adaptive::{AdaptiveBulkhead, AdaptiveBulkheadBuilder, Aimd, Gradient2, Vegas};
+use crate::{BulkheadConfig, BulkheadRegistry, ConfigError};
+
+/// The algorithm an `adaptive:` block names (`algorithm: aimd | gradient2 | vegas`, relaxed
+/// case, `-` and `_` ignored), each at its defaults.
+///
+/// ```
+/// use bulkhead::file::AdaptiveAlgorithm;
+/// assert_eq!(AdaptiveAlgorithm::from_name("Gradient-2"), Some(AdaptiveAlgorithm::Gradient2));
+/// assert_eq!(AdaptiveAlgorithm::from_name("reno"), None);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AdaptiveAlgorithm {
+    /// [`Aimd::default`].
+    Aimd,
+    /// [`Gradient2::default`] (the default when the block names none).
+    Gradient2,
+    /// [`Vegas::default`].
+    Vegas,
+}
+
+impl AdaptiveAlgorithm {
+    /// The algorithm a file names, if any.
+    pub fn from_name(name: &str) -> Option<AdaptiveAlgorithm> {
+        match super::tree::canonical(name).as_str() {
+            "aimd" => Some(AdaptiveAlgorithm::Aimd),
+            "gradient2" => Some(AdaptiveAlgorithm::Gradient2),
+            "vegas" => Some(AdaptiveAlgorithm::Vegas),
+            _ => None,
+        }
+    }
+}
+
+/// An instance's `adaptive:` block, checked against the instance's configuration: our
+/// extension of the Resilience4j layout.
+///
+/// ```yaml
+/// resilience4j.bulkhead.instances.bank:
+///   max-concurrent-calls: 16      # the cap: the adaptive limit never goes above it
+///   adaptive:
+///     algorithm: vegas            # aimd | gradient2 (default) | vegas
+///     min-limit: 2                # default 1
+///     max-limit: 16               # default max-concurrent-calls; never above it
+///     initial-limit: 16           # default max-limit
+///     timeout: 1s                 # optional: a slower success counts as a failure
+/// ```
+///
+/// The block goes under an instance (not under `configs`: it is not inherited). Errors
+/// name the key and the value: an unknown algorithm or key, a `max-limit` above
+/// `max-concurrent-calls`, a `min-limit` above the max, an `initial-limit` outside the
+/// bounds. `bulkhead-check` also warns when the max exceeds 80 % of the instance's
+/// connection pool (rule R-RES-BH-3).
+///
+/// # Examples
+///
+/// ```
+/// use bulkhead::file::{AdaptiveAlgorithm, ConfigFile};
+/// use bulkhead::BulkheadRegistry;
+///
+/// let file = ConfigFile::from_yaml_str(
+///     "
+/// resilience4j.bulkhead.instances.bank:
+///   max-concurrent-calls: 16
+///   adaptive: { algorithm: vegas, min-limit: 2 }
+/// ",
+/// )?;
+/// let bank = file.instance("bank").unwrap();
+/// let settings = bank.adaptive().unwrap();
+/// assert_eq!(settings.algorithm(), AdaptiveAlgorithm::Vegas);
+/// assert_eq!(settings.path(), "resilience4j.bulkhead.instances.bank.adaptive");
+///
+/// let registry = BulkheadRegistry::from_config_file(&file);
+/// let adaptive = settings.in_registry(&registry, "bank");
+/// assert_eq!((adaptive.min_limit(), adaptive.max_limit()), (2, 16));
+/// # Ok::<(), bulkhead::file::FileError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdaptiveSettings {
+    pub(crate) path: String,
+    pub(crate) algorithm: AdaptiveAlgorithm,
+    pub(crate) min_limit: Option<usize>,
+    pub(crate) max_limit: Option<usize>,
+    pub(crate) initial_limit: Option<usize>,
+    pub(crate) timeout: Option<Duration>,
+}
+
+impl AdaptiveSettings {
+    /// The path of the block, e.g. `resilience4j.bulkhead.instances.bank.adaptive`.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> AdaptiveAlgorithm {
+        self.algorithm
+    }
+
+    /// `min-limit`, if set.
+    pub fn min_limit(&self) -> Option<usize> {
+        self.min_limit
+    }
+
+    /// `max-limit`, if set.
+    pub fn max_limit(&self) -> Option<usize> {
+        self.max_limit
+    }
+
+    /// `initial-limit`, if set.
+    pub fn initial_limit(&self) -> Option<usize> {
+        self.initial_limit
+    }
+
+    /// `timeout`, if set.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// A builder for an adaptive bulkhead named `name` with `config` as its cap and these
+    /// settings applied.
+    pub fn builder(&self, name: &str, config: BulkheadConfig) -> AdaptiveBulkheadBuilder {
+        let mut builder = AdaptiveBulkhead::builder(name, config);
+        builder = match self.algorithm {
+            AdaptiveAlgorithm::Aimd => builder.algorithm(Aimd::default()),
+            AdaptiveAlgorithm::Gradient2 => builder.algorithm(Gradient2::default()),
+            AdaptiveAlgorithm::Vegas => builder.algorithm(Vegas::default()),
+        };
+        if let Some(n) = self.min_limit {
+            builder = builder.min_limit(n);
+        }
+        if let Some(n) = self.max_limit {
+            builder = builder.max_limit(n);
+        }
+        if let Some(n) = self.initial_limit {
+            builder = builder.initial_limit(n);
+        }
+        if let Some(t) = self.timeout {
+            builder = builder.timeout(t);
+        }
+        builder
+    }
+
+    /// The adaptive bulkhead for `name` in `registry`, as
+    /// [`AdaptiveBulkhead::in_registry`] makes it, with these settings. The settings were
+    /// checked against the file's configuration for the instance; should the registry hold
+    /// a smaller cap for `name` (changed since), the bounds are clamped to it.
+    pub fn in_registry(&self, registry: &BulkheadRegistry, name: &str) -> Arc<AdaptiveBulkhead> {
+        let config = registry.bulkhead(name).config();
+        let cap = config.max_concurrent_calls();
+        let mut clamped = self.clone();
+        clamped.max_limit = self.max_limit.map(|n| n.min(cap));
+        let max = clamped.max_limit.unwrap_or(cap);
+        clamped.min_limit = self.min_limit.map(|n| n.min(max));
+        let min = clamped.min_limit.unwrap_or(1.min(max));
+        clamped.initial_limit = self.initial_limit.map(|n| n.clamp(min, max));
+        let adaptive =
+            Arc::new(clamped.builder(name, config).build().expect("bounds clamped into the cap"));
+        registry.replace(name, Arc::clone(adaptive.bulkhead()));
+        adaptive
+    }
+
+    /// Checks the block against the instance's resolved configuration (the rules of
+    /// [`AdaptiveBulkheadBuilder::build`], with the file's key names).
+    pub(crate) fn check(&self, config: &BulkheadConfig) -> Result<(), ConfigError> {
+        let error = |key: &str, value: String, problem: String| {
+            Err(ConfigError::new(format!("{}.{key}", self.path), value, problem))
+        };
+        let cap = config.max_concurrent_calls();
+        let max = self.max_limit.unwrap_or(cap);
+        if max > cap {
+            let problem = format!("exceeds max-concurrent-calls ({cap}), the guide's cap");
+            return error("max-limit", max.to_string(), problem);
+        }
+        let min = self.min_limit.unwrap_or(1.min(max));
+        if min > max {
+            return error("min-limit", min.to_string(), format!("exceeds the max limit ({max})"));
+        }
+        if let Some(initial) = self.initial_limit {
+            if !(min..=max).contains(&initial) {
+                let problem = format!("is outside [{min}, {max}]");
+                return error("initial-limit", initial.to_string(), problem);
+            }
+        }
+        if self.timeout.is_some_and(|t| t.is_zero()) {
+            return error("timeout", "0s".to_owned(), "must be positive".to_owned());
+        }
+        Ok(())
+    }
+}

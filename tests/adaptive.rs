@@ -1,0 +1,275 @@
+//! The adaptive bulkhead's public API (issue 12): samples from real calls, outcomes,
+//! bounds, limit-change events, and the engine following the limit.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bulkhead::adaptive::{
+    AdaptiveBulkhead, Aimd, Gradient2, LimitAlgorithm, Limits, Outcome, Sample, Vegas,
+};
+use bulkhead::{BulkheadConfig, RejectReason};
+
+/// Records every sample it sees; moves the limit by a script: -1 per failure, +1 per
+/// success.
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Vec<Sample>>>);
+
+impl LimitAlgorithm for Recorder {
+    fn update(&mut self, sample: &Sample, limits: Limits) -> usize {
+        self.0.lock().unwrap().push(*sample);
+        match sample.outcome {
+            Outcome::Failure => limits.current.saturating_sub(1),
+            Outcome::Success => limits.current + 1,
+            _ => limits.current,
+        }
+    }
+}
+
+fn pool20(algorithm: impl LimitAlgorithm) -> AdaptiveBulkhead {
+    AdaptiveBulkhead::new("bank", BulkheadConfig::for_pool(20), algorithm)
+}
+
+fn outcomes(recorder: &Recorder) -> Vec<Outcome> {
+    recorder.0.lock().unwrap().iter().map(|s| s.outcome).collect()
+}
+
+#[test]
+fn call_records_latency_and_success() {
+    let recorder = Recorder::default();
+    let bank = pool20(recorder.clone());
+    bank.call(|| std::thread::sleep(Duration::from_millis(20))).unwrap();
+    let samples = recorder.0.lock().unwrap().clone();
+    assert_eq!(samples.len(), 1);
+    assert_eq!(samples[0].outcome, Outcome::Success);
+    assert_eq!(samples[0].in_flight, 1);
+    assert!(samples[0].latency >= Duration::from_millis(20), "{:?}", samples[0].latency);
+}
+
+#[test]
+fn call_result_err_and_panic_record_failures() {
+    let recorder = Recorder::default();
+    let bank = pool20(recorder.clone());
+    let reply: Result<(), &str> = bank.call_result(|| Err("503")).unwrap();
+    assert!(reply.is_err());
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        bank.call(|| panic!("downstream bug"))
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(outcomes(&recorder), [Outcome::Failure, Outcome::Failure]);
+    assert_eq!(bank.limit(), 14, "two failures moved the limit down twice");
+    assert_eq!(bank.bulkhead().metrics().in_flight_calls(), 0, "the panic released its permit");
+}
+
+#[test]
+fn classifier_and_hand_marked_permits() {
+    let recorder = Recorder::default();
+    let bank = pool20(recorder.clone());
+    bank.call_classified(|| 404, |_| Outcome::Ignored).unwrap();
+    bank.try_acquire().unwrap().fail();
+    bank.try_acquire().unwrap().ignore();
+    let mut permit = bank.try_acquire().unwrap();
+    permit.set_outcome(Outcome::Cancelled);
+    drop(permit);
+    drop(bank.try_acquire().unwrap());
+    assert_eq!(
+        outcomes(&recorder),
+        [
+            Outcome::Ignored,
+            Outcome::Failure,
+            Outcome::Ignored,
+            Outcome::Cancelled,
+            Outcome::Success
+        ]
+    );
+}
+
+#[tokio::test]
+async fn async_calls_record_success_timeout_and_cancellation() {
+    let recorder = Recorder::default();
+    let bank = pool20(recorder.clone());
+    assert_eq!(bank.call_async(async { 7 }).await.unwrap(), 7);
+    let slow = tokio::time::sleep(Duration::from_secs(60));
+    let timed_out =
+        bank.call_result_async(tokio::time::timeout(Duration::from_millis(5), slow)).await;
+    assert!(timed_out.unwrap().is_err());
+    // Cancelled: the caller's own timeout drops the call's future.
+    let call = bank.call_async(tokio::time::sleep(Duration::from_secs(60)));
+    assert!(tokio::time::timeout(Duration::from_millis(5), call).await.is_err());
+    assert_eq!(outcomes(&recorder), [Outcome::Success, Outcome::Failure, Outcome::Cancelled]);
+    assert_eq!(bank.bulkhead().metrics().in_flight_calls(), 0);
+}
+
+#[test]
+fn limit_never_exceeds_the_guides_cap_nor_drops_below_min() {
+    // An algorithm that asks for absurd limits: the controller clamps.
+    struct Wild(usize);
+    impl LimitAlgorithm for Wild {
+        fn update(&mut self, _: &Sample, _: Limits) -> usize {
+            self.0 += 1;
+            if self.0 % 2 == 0 {
+                usize::MAX
+            } else {
+                0
+            }
+        }
+    }
+    let bank = AdaptiveBulkhead::builder("bank", BulkheadConfig::for_pool(20))
+        .algorithm(Wild(0))
+        .min_limit(3)
+        .build()
+        .unwrap();
+    for i in 0..10 {
+        bank.call(|| ()).unwrap();
+        let expected = if i % 2 == 0 { 3 } else { 16 };
+        assert_eq!(bank.limit(), expected);
+        assert_eq!(bank.adaptive_metrics().limit(), expected);
+    }
+}
+
+#[test]
+fn the_engine_follows_the_limit() {
+    let bank = pool20(Aimd::default());
+    for _ in 0..5 {
+        bank.try_acquire().unwrap().fail(); // 16 -> 14 -> 12 -> 10 -> 9 -> 8
+    }
+    assert_eq!(bank.limit(), 8);
+    let held: Vec<_> = (0..8).map(|_| bank.try_acquire().unwrap()).collect();
+    let refused = bank.try_acquire().unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::Full);
+    assert_eq!(refused.max_concurrent_calls(), 8);
+    // Successes of calls admitted with 1..=8 in flight: +1 each once in_flight * 2 >=
+    // limit (the 4th to the 8th), so 8 -> 13; the first three were app-limited.
+    drop(held);
+    assert_eq!(bank.limit(), 13);
+    // The wait settings of the original config are kept.
+    assert_eq!(bank.bulkhead().config().max_wait_duration(), Duration::from_millis(100));
+}
+
+#[test]
+fn limit_change_events_carry_old_and_new() {
+    let bank = pool20(Aimd::default());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&seen);
+    bank.on_limit_change(move |c| {
+        assert_eq!(c.bulkhead_name(), "bank");
+        sink.lock().unwrap().push((c.old_limit(), c.new_limit()));
+    });
+    // A panicking listener does not stop the others, nor the controller.
+    bank.on_limit_change(|_| panic!("a buggy listener"));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&calls);
+    bank.on_limit_change(move |_| {
+        counter.fetch_add(1, Ordering::Relaxed);
+    });
+    bank.try_acquire().unwrap().fail();
+    bank.try_acquire().unwrap().fail();
+    drop(bank.try_acquire().unwrap()); // in_flight 1 < 12 / 2: unchanged, no event
+    assert_eq!(*seen.lock().unwrap(), [(16, 14), (14, 12)]);
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn builder_errors_name_the_key_and_value() {
+    let err = |b: bulkhead::adaptive::AdaptiveBulkheadBuilder| b.build().unwrap_err();
+    let config = BulkheadConfig::for_pool(20);
+    let e = err(AdaptiveBulkhead::builder("b", config.clone()).max_limit(17));
+    assert_eq!((e.key(), e.value()), ("max_limit", "17"));
+    let e = err(AdaptiveBulkhead::builder("b", config.clone()).min_limit(17));
+    assert_eq!((e.key(), e.value()), ("min_limit", "17"));
+    let e = err(AdaptiveBulkhead::builder("b", config.clone()).min_limit(4).initial_limit(2));
+    assert_eq!((e.key(), e.value()), ("initial_limit", "2"));
+    let e = err(AdaptiveBulkhead::builder("b", config).timeout(Duration::ZERO));
+    assert_eq!(e.key(), "timeout");
+    assert!(e.to_string().contains("timeout"), "{e}");
+}
+
+#[test]
+fn timeout_turns_slow_successes_into_failures() {
+    let recorder = Recorder::default();
+    let bank = AdaptiveBulkhead::builder("bank", BulkheadConfig::for_pool(20))
+        .algorithm(recorder.clone())
+        .timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    bank.call(|| std::thread::sleep(Duration::from_millis(100))).unwrap();
+    bank.call(|| ()).unwrap();
+    assert_eq!(outcomes(&recorder), [Outcome::Failure, Outcome::Success]);
+}
+
+/// Many threads, calls that fail and succeed at random: in-flight never exceeds the limit
+/// in force, nor the cap; every permit comes back.
+#[test]
+fn concurrent_calls_stay_within_the_cap() {
+    for algorithm in [
+        Box::new(Aimd::default()) as Box<dyn LimitAlgorithm>,
+        Box::new(Gradient2::default()),
+        Box::new(Vegas::default()),
+    ] {
+        let bank = Arc::new(pool20(algorithm));
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let (bank, in_flight, peak) = (bank.clone(), in_flight.clone(), peak.clone());
+                std::thread::spawn(move || {
+                    for i in 0..2_000u32 {
+                        let _ = bank.call_result(|| {
+                            let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                            peak.fetch_max(now, Ordering::SeqCst);
+                            std::thread::yield_now();
+                            in_flight.fetch_sub(1, Ordering::SeqCst);
+                            if (i + t) % 7 == 0 {
+                                Err(())
+                            } else {
+                                Ok(())
+                            }
+                        });
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(peak.load(Ordering::SeqCst) <= 16, "peak {}", peak.load(Ordering::SeqCst));
+        let m = bank.adaptive_metrics();
+        assert!((1..=16).contains(&m.limit()));
+        assert_eq!(m.bulkhead().in_flight_calls(), 0);
+        assert_eq!(m.bulkhead().available_concurrent_calls(), m.limit());
+    }
+}
+
+#[test]
+fn in_registry_takes_the_registrys_config_and_entry() {
+    let registry = bulkhead::BulkheadRegistry::builder()
+        .add_config("slow-bank", BulkheadConfig::for_pool(10))
+        .build()
+        .unwrap();
+    let _ = registry.bulkhead_with_config("bank", "slow-bank").unwrap();
+    let bank = AdaptiveBulkhead::in_registry(&registry, "bank", Aimd::default());
+    assert_eq!(bank.max_limit(), 8, "the cap is the registry's config for the name");
+    let found = registry.find("bank").unwrap();
+    assert!(Arc::ptr_eq(&found, bank.bulkhead()));
+    bank.try_acquire().unwrap().fail();
+    assert_eq!(found.metrics().max_allowed_concurrent_calls(), 7, "the registry sees the limit");
+    assert_eq!(registry.close_all(), 1);
+    assert!(bank.try_acquire().is_err());
+}
+
+#[test]
+fn adaptive_types_and_futures_are_send() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    let bank = pool20(Gradient2::default());
+    send_sync(&bank);
+    let permit = bank.try_acquire().unwrap();
+    send(&permit);
+    drop(permit);
+    // The async calls can run on a multi-threaded runtime (spawned tasks need Send).
+    let call = bank.call_async(async { 1 });
+    send(&call);
+    let acquire = bank.acquire_async();
+    send(&acquire);
+    let _ = (call, acquire);
+}
