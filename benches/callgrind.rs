@@ -19,6 +19,7 @@ use common::*;
 const OPS: &[(&str, &str)] = &[
     ("floor_load", "floor: one Relaxed load of a shared word"),
     ("bulkhead_reject", "bulkhead try_acquire on a full bulkhead"),
+    ("bulkhead_reject_error", "bulkhead try_acquire on a full bulkhead, the error kept (black_box)"),
     ("bulkhead_reject_owned", "bulkhead try_acquire_owned on a full bulkhead"),
     ("tokio_reject", "tokio try_acquire on a full semaphore"),
     ("tokio_reject_owned", "tokio try_acquire_owned (Arc clone) on a full semaphore"),
@@ -155,6 +156,12 @@ fn run(op: &str, n: u64) -> Result<(), String> {
         }),
         "bulkhead_reject" => (0..n).for_each(|_| {
             black_box(black_box(&*full).try_acquire().is_err());
+        }),
+        // The error itself goes through `black_box`, so it is built in full whatever the
+        // optimizer knows about its drop (with `is_err()` alone, an error without drop glue
+        // is never built at all).
+        "bulkhead_reject_error" => (0..n).for_each(|_| {
+            drop(black_box(black_box(&*full).try_acquire()));
         }),
         "bulkhead_reject_owned" => (0..n).for_each(|_| {
             black_box(black_box(&full).try_acquire_owned().is_err());

@@ -5,6 +5,7 @@ use core::future::Future;
 use core::time::Duration;
 use std::sync::Arc as StdArc;
 
+use crate::name::Name;
 use crate::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
 use crate::observe::{bump_own, Cells, Counters, Listeners, Outcome};
 use crate::state::{Semaphore, Word};
@@ -54,7 +55,7 @@ enum Observed {
 /// ```
 pub struct Bulkhead {
     sem: Semaphore,
-    name: &'static str,
+    name: Name,
     /// `max_wait_duration` in nanoseconds, `UNBOUNDED_WAIT` if it does not fit.
     max_wait_nanos: AtomicU64,
     /// `max_waiting_calls`, `NO_WAITER_CAP` for `None`.
@@ -71,8 +72,10 @@ pub struct Bulkhead {
 impl Bulkhead {
     /// Creates a bulkhead named `name` with `config`.
     ///
-    /// The name is interned once per distinct name (and kept for the life of the process),
-    /// so errors and events carry it without allocating.
+    /// Errors and events carry the name without allocating: a name of up to 31 bytes is
+    /// copied into them, a longer one is shared behind an `Arc<str>` (a reference count
+    /// increment per refusal). Its memory is freed with the bulkhead and the last error or
+    /// event that carries it.
     ///
     /// # Examples
     ///
@@ -84,7 +87,7 @@ impl Bulkhead {
     pub fn new(name: impl Into<String>, config: BulkheadConfig) -> Bulkhead {
         let bulkhead = Bulkhead {
             sem: Semaphore::new(config.max_concurrent_calls()),
-            name: crate::intern::intern(name.into()),
+            name: Name::new(name.into()),
             max_wait_nanos: AtomicU64::new(UNBOUNDED_WAIT),
             max_waiting: AtomicUsize::new(NO_WAITER_CAP),
             config: Mutex::new(config.clone()),
@@ -106,7 +109,7 @@ impl Bulkhead {
     /// assert_eq!(Bulkhead::new("bank", BulkheadConfig::default()).name(), "bank");
     /// ```
     pub fn name(&self) -> &str {
-        self.name
+        self.name.as_str()
     }
 
     /// The current configuration.
@@ -799,7 +802,7 @@ impl Bulkhead {
                 self.observe_rejected_after(reason, waited);
             }
         }
-        BulkheadFull::new(self.name, word.limit(), reason, waited)
+        BulkheadFull::new(self.name.clone(), word.limit(), reason, waited)
     }
 
     /// The refusal of a caller that found no free permit and may not wait: `Closed` if the
@@ -904,7 +907,7 @@ impl Bulkhead {
         }
         #[cfg(feature = "tracing")]
         if let BulkheadEventKind::CallRejected(reason) = kind {
-            crate::trace::rejected(self.name, reason, Duration::ZERO);
+            crate::trace::rejected(self.name.as_str(), reason, Duration::ZERO);
         }
     }
 
@@ -918,7 +921,7 @@ impl Bulkhead {
             self.emit(BulkheadEventKind::CallRejected(reason));
         }
         #[cfg(feature = "tracing")]
-        crate::trace::rejected(self.name, reason, waited);
+        crate::trace::rejected(self.name.as_str(), reason, waited);
     }
 
     /// Counts in this thread's cell, wherever it is, if counting is on.
@@ -938,14 +941,14 @@ impl Bulkhead {
         }
         #[cfg(feature = "tracing")]
         if outcome == Outcome::Permitted {
-            crate::trace::waited(self.name, waited);
+            crate::trace::waited(self.name.as_str(), waited);
         }
     }
 
     #[cold]
     #[inline(never)]
     fn emit(&self, kind: BulkheadEventKind) {
-        self.listeners.emit(&BulkheadEvent::new(self.name, kind));
+        self.listeners.emit(&BulkheadEvent::new(self.name.clone(), kind));
     }
 
     pub(crate) fn sem(&self) -> &Semaphore {

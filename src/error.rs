@@ -3,6 +3,8 @@
 use core::fmt;
 use core::time::Duration;
 
+use crate::name::Name;
+
 /// Why a call was refused.
 ///
 /// ```
@@ -76,8 +78,10 @@ impl fmt::Display for RejectReason {
 /// The bulkhead refused a call. Map it like a circuit breaker's "call not permitted":
 /// the downstream is temporarily unavailable (HTTP 503, or a fallback).
 ///
-/// Building one allocates nothing and touches no shared reference count: the name is
-/// interned once per distinct bulkhead name.
+/// Building one allocates nothing. A name of up to 31 bytes is copied into the error, so a
+/// refusal writes no cache line that other threads share; a longer name is shared behind
+/// an `Arc<str>`, whose reference count a refusal increments. The name's memory is freed
+/// with the last bulkhead, error or event that carries it.
 ///
 /// # Examples
 ///
@@ -95,7 +99,7 @@ impl fmt::Display for RejectReason {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BulkheadFull {
-    name: &'static str,
+    name: Name,
     max_concurrent_calls: usize,
     reason: RejectReason,
     waited: Duration,
@@ -103,7 +107,7 @@ pub struct BulkheadFull {
 
 impl BulkheadFull {
     pub(crate) fn new(
-        name: &'static str,
+        name: Name,
         max_concurrent_calls: usize,
         reason: RejectReason,
         waited: Duration,
@@ -113,7 +117,7 @@ impl BulkheadFull {
 
     /// The name of the bulkhead that refused the call.
     pub fn bulkhead_name(&self) -> &str {
-        self.name
+        self.name.as_str()
     }
 
     /// The limit when the call was refused.

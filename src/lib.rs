@@ -75,7 +75,7 @@ mod event;
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod file;
 mod future;
-mod intern;
+mod name;
 mod metrics;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
