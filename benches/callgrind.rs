@@ -19,7 +19,10 @@ use common::*;
 const OPS: &[(&str, &str)] = &[
     ("floor_load", "floor: one Relaxed load of a shared word"),
     ("bulkhead_reject", "bulkhead try_acquire on a full bulkhead"),
-    ("bulkhead_reject_error", "bulkhead try_acquire on a full bulkhead, the error kept (black_box)"),
+    (
+        "bulkhead_reject_error",
+        "bulkhead try_acquire on a full bulkhead, the error kept (black_box)",
+    ),
     ("bulkhead_reject_owned", "bulkhead try_acquire_owned on a full bulkhead"),
     ("tokio_reject", "tokio try_acquire on a full semaphore"),
     ("tokio_reject_owned", "tokio try_acquire_owned (Arc clone) on a full semaphore"),

@@ -5,8 +5,8 @@ use core::future::Future;
 use core::time::Duration;
 use std::sync::Arc as StdArc;
 
-use crate::name::Name;
 use crate::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
+use crate::name::Name;
 use crate::observe::{bump_own, Cells, Counters, Listeners, Outcome};
 use crate::state::{Semaphore, Word};
 use crate::sync::{AtomicU64, AtomicUsize, Instant, Mutex, OnceLock, Ordering};

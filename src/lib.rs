@@ -75,7 +75,7 @@ mod event;
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod file;
 mod future;
-mod name;
+pub mod keyed;
 mod metrics;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
@@ -83,6 +83,7 @@ pub mod metrics_export;
 #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
 #[cfg_attr(docsrs, doc(cfg(any(bulkhead_loom, bulkhead_shuttle))))]
 pub mod model;
+mod name;
 mod observe;
 mod permit;
 mod registry;
