@@ -48,8 +48,34 @@ const OPS: &[(&str, &str)] = &[
     ("bulkhead_acq_rel_instrumented", "bulkhead try_acquire + drop, metrics on"),
     ("bulkhead_call_instrumented", "bulkhead call(|| ()), metrics on"),
     ("bulkhead_reject_listener", "bulkhead try_acquire on a full bulkhead, one listener"),
+    ("keyed_acq_rel", "keyed try_acquire + drop, live key of 1 000, no total"),
+    ("keyed_acq_rel_total", "keyed try_acquire + drop, live key of 1 000, with a total"),
+    ("keyed_reject_error", "keyed try_acquire on a full key, the error kept (black_box)"),
     ("bulkhead_acq_rel_listener", "bulkhead try_acquire + drop, one listener"),
 ];
+
+/// The key the keyed ops take (one of 1 000 live keys) and the key held full.
+const FREE_KEY: u64 = 500;
+const FULL_KEY: u64 = 1;
+
+/// A keyed bulkhead with keys 0..1 000 live (16 slots each, key `FULL_KEY` limited to 1)
+/// and, with `total`, a shared total.
+fn keyed(total: Option<usize>) -> bulkhead::keyed::KeyedBulkhead<u64> {
+    let limit = |n| bulkhead::BulkheadConfig::builder().max_concurrent_calls(n).build().unwrap();
+    let mut builder = bulkhead::keyed::KeyedBulkhead::builder("bench")
+        .default_config(limit(16))
+        .key_config(FULL_KEY, limit(1))
+        .max_keys(1_000);
+    if let Some(total) = total {
+        builder = builder.total(limit(total));
+    }
+    let keyed = builder.build().expect("a valid keyed configuration");
+    // Idle keys stay live until a new key finds the map full, which never happens here.
+    for key in 0..1_000 {
+        drop(keyed.try_acquire(&key).expect("a free slot"));
+    }
+    keyed
+}
 
 /// The floor of a waiting round: a one-permit hand-off between two tasks with nothing but a
 /// flag and one waker slot under a lock (no queue, no timer, no accounting, no names). What
@@ -152,6 +178,13 @@ fn run(op: &str, n: u64) -> Result<(), String> {
     count_events(&full_listened, &heard);
     let free_listened = Arc::new(bulkhead(16, Duration::ZERO));
     count_events(&free_listened, &heard);
+
+    // Keyed bulkheads (issue 13): 1 000 live keys, so the look-up is in a map of realistic
+    // size; the key measured is one of them.
+    let keyed_free = keyed(None);
+    let keyed_total = keyed(Some(16_000));
+    let keyed_full = keyed(None);
+    std::mem::forget(keyed_full.try_acquire(&FULL_KEY).expect("a free slot"));
 
     match op {
         "floor_load" => (0..n).for_each(|_| {
@@ -257,6 +290,15 @@ fn run(op: &str, n: u64) -> Result<(), String> {
         "bulkhead_call_instrumented" => (0..n).for_each(|_| {
             black_box(black_box(&*free_instrumented).call(|| black_box(())).is_ok());
         }),
+        "keyed_acq_rel" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&keyed_free).try_acquire(&FREE_KEY))))
+        }
+        "keyed_acq_rel_total" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&keyed_total).try_acquire(&FREE_KEY))))
+        }
+        "keyed_reject_error" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&keyed_full).try_acquire(&FULL_KEY))))
+        }
         "bulkhead_reject_listener" => (0..n).for_each(|_| {
             black_box(black_box(&*full_listened).try_acquire().is_err());
         }),

@@ -285,12 +285,8 @@ where
     pub fn try_acquire(&self, key: &K) -> Result<KeyedPermit<'_>, KeyedFull> {
         let bulkhead = self.bulkhead_for(key)?;
         let key_permit = bulkhead.try_acquire_owned().map_err(KeyedFull::Key)?;
-        // If the total refuses, `key_permit` is dropped on the way out: no slot held.
-        let total = match &self.total {
-            Some(total) => Some(total.try_acquire().map_err(KeyedFull::Total)?),
-            None => None,
-        };
-        Ok(KeyedPermit { key: key_permit, total })
+        let total = self.total.as_ref().map(Bulkhead::try_acquire);
+        both(key_permit, total)
     }
 
     /// Takes a slot of `key`, waiting up to the key's `max_wait_duration`, then one of the
@@ -316,11 +312,8 @@ where
     pub fn acquire(&self, key: &K) -> Result<KeyedPermit<'_>, KeyedFull> {
         let bulkhead = self.bulkhead_for(key)?;
         let key_permit = bulkhead.acquire_owned().map_err(KeyedFull::Key)?;
-        let total = match &self.total {
-            Some(total) => Some(total.acquire().map_err(KeyedFull::Total)?),
-            None => None,
-        };
-        Ok(KeyedPermit { key: key_permit, total })
+        let total = self.total.as_ref().map(Bulkhead::acquire);
+        both(key_permit, total)
     }
 
     /// The async [`acquire`](Self::acquire): waits for a slot of `key` up to the key's max
@@ -349,10 +342,10 @@ where
         let bulkhead = self.bulkhead_for(key)?;
         let key_permit = bulkhead.acquire_owned_async().await.map_err(KeyedFull::Key)?;
         let total = match &self.total {
-            Some(total) => Some(total.acquire_async().await.map_err(KeyedFull::Total)?),
+            Some(total) => Some(total.acquire_async().await),
             None => None,
         };
-        Ok(KeyedPermit { key: key_permit, total })
+        both(key_permit, total)
     }
 
     /// Runs `f` on the calling thread with a slot of `key` (and of the total) held; the
@@ -421,6 +414,27 @@ where
             }
         }
         self.keys.lock().get(key).map(|bulkhead| bulkhead.metrics())
+    }
+
+    /// The bulkhead of `key`, if it is live (or is the fallback key), to register listeners,
+    /// enable counters or read its configuration. Does not create the key. Holding the
+    /// returned `Arc` keeps the key live: it is not idle, so it is not evicted.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts").build()?;
+    /// assert!(hosts.key_bulkhead(&"a.example").is_none());
+    /// drop(hosts.try_acquire(&"a.example")?);
+    /// assert_eq!(hosts.key_bulkhead(&"a.example").unwrap().name(), "hosts/a.example");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn key_bulkhead(&self, key: &K) -> Option<Arc<Bulkhead>> {
+        if let Some((fallback, bulkhead)) = &self.fallback {
+            if fallback == key {
+                return Some(Arc::clone(bulkhead));
+            }
+        }
+        self.keys.lock().get(key).map(Arc::clone)
     }
 
     /// How many keys are live (the fallback key not counted).
@@ -492,13 +506,44 @@ where
     }
 }
 
-/// Removes every entry only the map holds; returns how many.
+/// The permit of a caller that holds `key_permit` and tried the total (if any): both, or
+/// the total's refusal with the key's slot released first.
+fn both<'a>(
+    key_permit: OwnedPermit,
+    total: Option<Result<Permit<'a>, BulkheadFull>>,
+) -> Result<KeyedPermit<'a>, KeyedFull> {
+    match total {
+        None => Ok(KeyedPermit { key: key_permit, total: None }),
+        Some(Ok(total)) => Ok(KeyedPermit { key: key_permit, total: Some(total) }),
+        Some(Err(refused)) => {
+            // The total refused: give the key's slot back before telling the caller, so
+            // no slot of either level is held once the error is returned.
+            drop(key_permit);
+            Err(KeyedFull::Total(refused))
+        }
+    }
+}
+
+/// Removes every idle entry; returns how many. Called with the map's lock held.
 fn evict_idle<K>(keys: &mut HashMap<K, Arc<Bulkhead>>) -> usize {
     let before = keys.len();
-    // Under the map's lock: a new holder can only clone the `Arc` under this lock, so a
-    // count of 1 means nobody holds the key's bulkhead and nobody can start to.
-    keys.retain(|_, bulkhead| Arc::strong_count(bulkhead) > 1);
+    keys.retain(|_, bulkhead| !is_idle(bulkhead));
     before - keys.len()
+}
+
+/// Whether a key's bulkhead may be evicted: nobody holds it but the map, and its last
+/// release happens-before this check. Called with the map's lock held.
+///
+/// - The count: every clone of the `Arc` is made under the map's lock (look-ups), and the
+///   callers hold theirs from the look-up until their permit is dropped or their wait ends;
+///   so a count of 1 means no permit, no waiter and no caller between its look-up and its
+///   acquire, and none can appear while the lock is held. Metrics alone would miss that last
+///   caller (loom and shuttle catch it: `keyed_eviction_racing_acquire_keeps_key_limit`).
+/// - The Acquire read of the semaphore: the count is read Relaxed (`Arc::strong_count`),
+///   which orders nothing; without it, the next caller of the key, admitted by a new
+///   bulkhead, could miss the last holder's writes (loom found this in the same scenario).
+fn is_idle(bulkhead: &Arc<Bulkhead>) -> bool {
+    Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()
 }
 
 impl<K: fmt::Debug> fmt::Debug for KeyedBulkhead<K> {
