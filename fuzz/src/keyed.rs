@@ -13,7 +13,8 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::pin;
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 
 use bulkhead::keyed::{KeyedBulkhead, KeyedFull, KeyedPermit};
 use bulkhead::{BulkheadConfig, RejectReason};
@@ -23,6 +24,13 @@ const KEYS: u8 = 8;
 const FALLBACK: u8 = KEYS - 1;
 /// At most this many permits held at once; extra acquires are skipped.
 const MAX_HELD: usize = 32;
+
+/// A waker for futures that must be ready on their first poll.
+struct NoWake;
+
+impl Wake for NoWake {
+    fn wake(self: Arc<Self>) {}
+}
 
 #[derive(Clone, Copy, Debug)]
 struct Config {
@@ -139,7 +147,10 @@ fn outcome_of<T>(result: &Result<T, KeyedFull>, key: u8, step: usize) -> Outcome
 
 /// Decodes `data` and checks the keyed bulkhead against the model after every step.
 pub fn run_keyed_ops(data: &[u8]) {
-    let Some((head, ops)) = data.split_first_chunk::<3>() else { return };
+    if data.len() < 3 {
+        return;
+    }
+    let (head, ops) = data.split_at(3);
     let config = Config {
         default_limit: usize::from(head[0] % 4),
         key0_limit: usize::from((head[0] >> 2) % 5),
@@ -173,7 +184,8 @@ pub fn run_keyed_ops(data: &[u8]) {
         held: Vec::new(),
     };
     let mut held: Vec<KeyedPermit<'_>> = Vec::new();
-    let mut cx = Context::from_waker(Waker::noop());
+    let waker = Waker::from(Arc::new(NoWake));
+    let mut cx = Context::from_waker(&waker);
     for (step, &byte) in ops.iter().enumerate() {
         let key = (byte >> 3) % KEYS;
         match byte % 8 {
