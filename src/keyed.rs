@@ -237,6 +237,13 @@ where
     }
 }
 
+impl<K> KeyedBulkhead<K> {
+    /// The keyed bulkhead's name (also the total's name).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
 impl<K> KeyedBulkhead<K>
 where
     K: Eq + Hash + Clone + fmt::Display,
@@ -260,11 +267,6 @@ where
             max_keys: DEFAULT_MAX_KEYS,
             fallback: None,
         }
-    }
-
-    /// The keyed bulkhead's name (also the total's name).
-    pub fn name(&self) -> &str {
-        &self.name
     }
 
     /// The configuration `key` gets: its override, or the default.

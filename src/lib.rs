@@ -76,6 +76,9 @@ mod event;
 pub mod file;
 mod future;
 pub mod keyed;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod keyed_tower;
 mod metrics;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
