@@ -202,3 +202,18 @@ fn metrics_have_bounded_labels() {
     assert_eq!(metrics.others.max_allowed_concurrent_calls(), 45 * 25);
     drop(held);
 }
+
+#[test]
+fn keyed_types_are_send_and_sync_and_futures_send() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>(_: &T) {}
+    send_sync::<KeyedBulkhead<String>>();
+    send_sync::<KeyedFull>();
+    let keyed = KeyedBulkhead::<String>::builder("api").build().unwrap();
+    let key = "acme".to_owned();
+    let permit = keyed.try_acquire(&key).unwrap();
+    send(&permit);
+    drop(permit);
+    send(&keyed.acquire_async(&key));
+    send(&keyed.call_async(&key, async { 1 }));
+}
