@@ -95,10 +95,9 @@ impl Bulkhead {
             counters: OnceLock::new(),
         };
         bulkhead.store_wait_settings(&config);
-        // With the `tracing` feature every bulkhead is observed: whether a subscriber
-        // listens is asked per event (one load of tracing's global max level).
-        #[cfg(feature = "tracing")]
-        bulkhead.sem.set_observed();
+        // The `tracing` feature does not set the observed flag: the paths it logs (a
+        // refusal, a wait) ask `trace::interested()` next to the flag, one load of
+        // tracing's global max level, so with no subscriber they stay unobserved.
         bulkhead
     }
 
@@ -771,7 +770,7 @@ impl Bulkhead {
     /// clock): counted, not timed.
     #[inline]
     pub(crate) fn permitted_after(&self, word: Word, start: Option<Instant>) {
-        if word.is_observed() {
+        if word.is_observed() || crate::trace::interested() {
             self.observe_permitted_after(start);
         }
     }
@@ -794,7 +793,7 @@ impl Bulkhead {
         reason: RejectReason,
         waited: Duration,
     ) -> BulkheadFull {
-        if word.is_observed() {
+        if word.is_observed() || crate::trace::interested() {
             // `waited` is a constant zero on the fast paths: this folds away there.
             if waited.is_zero() {
                 self.observe_rejected(reason);

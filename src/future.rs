@@ -182,7 +182,9 @@ impl Core {
         // only a timeout reports how long it waited, and an unbounded wait has none. (A
         // bulkhead that becomes observed while this waits does not time it: the histogram
         // counts that wait as a zero wait.)
-        let start = (wait != Duration::MAX || sem.load().is_observed()).then(|| sem.clock.now());
+        let start =
+            (wait != Duration::MAX || sem.load().is_observed() || crate::trace::interested())
+                .then(|| sem.clock.now());
         let key = match sem.enqueue(Waiter::Task(cx.waker()), bulkhead.max_waiting()) {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {

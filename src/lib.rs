@@ -40,6 +40,7 @@
 //! | `tracing` | no    | `tracing` events (target `bulkhead`) for refused calls (`DEBUG`; `INFO` for a wait that timed out) and waits of 10 ms or more (`DEBUG`), with the bulkhead's name and the reason |
 //! | `tower` | no      | `bulkhead::tower::BulkheadLayer`: a bulkhead for outbound tower clients (hyper, tonic), refusing with a boxed [`BulkheadFull`] |
 //! | `serde` | no      | `bulkhead::file`: Resilience4j-style `application.yml` / `.toml` files (`resilience4j.bulkhead.*`), the style guide's rules as checks, and `BulkheadRegistry::from_file` |
+//! | `macros` | no     | `#[bulkhead(name = "...")]`: a fn or method runs under a named bulkhead of a registry, a refusal mapped into its error type (`From<BulkheadFull>`) or served by a fallback |
 //! | `cli`   | no      | the `bulkhead-check` command: prints each instance's effective config and the rules' findings; exits 1 on errors |
 //!
 //! # Model checking your own code
@@ -71,10 +72,12 @@ mod bulkhead;
 mod config;
 mod error;
 mod event;
+mod fallible;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod file;
 mod future;
+mod global;
 pub mod keyed;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
@@ -102,9 +105,14 @@ pub use crate::config::{BulkheadConfig, BulkheadConfigBuilder, ConfigError};
 pub use crate::error::{BulkheadFull, RejectReason};
 pub use crate::event::{BulkheadEvent, BulkheadEventKind};
 pub use crate::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
+#[doc(hidden)]
+pub use crate::global::__private;
 pub use crate::metrics::BulkheadMetrics;
 pub use crate::permit::{OwnedPermit, Permit};
 pub use crate::registry::{BulkheadRegistry, BulkheadRegistryBuilder, RegistryError};
+#[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
+pub use bulkhead_macros::bulkhead;
 
 // Runs the README's Rust blocks as doctests, so its examples cannot rot.
 #[cfg(doctest)]

@@ -9,7 +9,7 @@
 //! | 0       | `WAITERS`   | releases must take the lock: a waiter is queued, or closed     |
 //! | 1       | `CLOSED`    | `close` ran: every acquire is refused, for good                |
 //! | 2..=31  | limit       | the current `max_concurrent_calls` (unsigned, ≤ 2^30 − 1)      |
-//! | 32      | `OBSERVED`  | counters, a listener or `tracing` want to hear of every call   |
+//! | 32      | `OBSERVED`  | counters or a listener want to hear of every call (`tracing` asks its own max level) |
 //! | 33..=63 | available   | free permits, **signed**: negative after a shrink (a debt)     |
 //!
 //! Keeping the limit and the flags in the word means a rejection reads exactly one atomic

@@ -90,6 +90,9 @@ use tower_service::Service;
 use crate::BulkheadFull;
 use crate::{AcquireOwned, Bulkhead, OwnedPermit};
 
+mod map;
+pub use map::map_refusal;
+
 /// The error type of [`BulkheadService`]: the same type as `tower::BoxError`. A refusal is
 /// a [`BulkheadFull`] inside; find it with `downcast_ref::<BulkheadFull>()`. Errors of the
 /// inner service are passed through, boxed.

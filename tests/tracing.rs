@@ -125,3 +125,29 @@ fn tracing_long_wait_is_a_debug_event_and_a_short_one_is_not() {
         assert!(quick.is_empty(), "{quick:?}");
     });
 }
+
+/// An unbounded async wait reads the clock when a subscriber is interested, though the
+/// bulkhead was built before the subscriber existed and nothing else observes it: its long
+/// wait is logged with its length.
+#[test]
+fn tracing_long_unbounded_async_wait_is_timed_and_logged() {
+    with_hang_guard(|| {
+        let bulkhead = shared("tr-async-wait", limit_wait(1, Duration::MAX));
+        let held = bulkhead.try_acquire().unwrap();
+        let waiter = {
+            let bulkhead = Arc::clone(&bulkhead);
+            thread::spawn(move || {
+                captured(|| drop(futures::executor::block_on(bulkhead.acquire_async()).unwrap()))
+            })
+        };
+        wait_for_waiters(&bulkhead, 1);
+        thread::sleep(Duration::from_millis(15)); // past the 10 ms threshold
+        drop(held);
+        let events = join_guarded(waiter);
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].level, Level::DEBUG);
+        assert_eq!(events[0].fields["bulkhead"], "tr-async-wait");
+        let waited: u64 = events[0].fields["waited_us"].parse().unwrap();
+        assert!(waited >= 15_000, "{events:?}");
+    });
+}

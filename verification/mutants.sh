@@ -48,9 +48,10 @@ else
     # The committed tree: a shared checkout's uncommitted edits are not what we test.
     git -C "$ROOT" archive HEAD | tar -C "$PRISTINE" -xf -
 fi
-# Make the copy its own workspace root: cargo would otherwise look for a workspace in the
-# scratch directory's parents (a stray Cargo.toml in /tmp breaks the build).
-printf '\n[workspace]\n' >>"$PRISTINE/Cargo.toml"
+# The copy must be its own workspace root: cargo would otherwise look for a workspace in the
+# scratch directory's parents (a stray Cargo.toml in /tmp breaks the build). The crate's
+# Cargo.toml has a [workspace] table (members: macros/) since the attribute crate landed.
+grep -q '^\[workspace\]' "$PRISTINE/Cargo.toml" || printf '\n[workspace]\n' >>"$PRISTINE/Cargo.toml"
 
 fresh_copy() {
     rm -rf "$WORK"
