@@ -73,9 +73,10 @@ impl Bulkhead {
     /// Creates a bulkhead named `name` with `config`.
     ///
     /// Errors and events carry the name without allocating: a name of up to 31 bytes is
-    /// copied into them, a longer one is shared behind an `Arc<str>` (a reference count
-    /// increment per refusal). Its memory is freed with the bulkhead and the last error or
-    /// event that carries it.
+    /// copied into them, and its memory is freed with the bulkhead and the last error or
+    /// event that carries it. A longer name is interned once for the life of the process,
+    /// up to 1 MiB and 16 384 such names in all; past that cap a new long name is shortened
+    /// to its first 28 bytes or so and `…` (memory stays bounded whatever the names).
     ///
     /// # Examples
     ///
@@ -801,7 +802,7 @@ impl Bulkhead {
                 self.observe_rejected_after(reason, waited);
             }
         }
-        BulkheadFull::new(self.name.clone(), word.limit(), reason, waited)
+        BulkheadFull::new(self.name, word.limit(), reason, waited)
     }
 
     /// The refusal of a caller that found no free permit and may not wait: `Closed` if the
@@ -947,7 +948,7 @@ impl Bulkhead {
     #[cold]
     #[inline(never)]
     fn emit(&self, kind: BulkheadEventKind) {
-        self.listeners.emit(&BulkheadEvent::new(self.name.clone(), kind));
+        self.listeners.emit(&BulkheadEvent::new(self.name, kind));
     }
 
     pub(crate) fn sem(&self) -> &Semaphore {

@@ -78,10 +78,9 @@ impl fmt::Display for RejectReason {
 /// The bulkhead refused a call. Map it like a circuit breaker's "call not permitted":
 /// the downstream is temporarily unavailable (HTTP 503, or a fallback).
 ///
-/// Building one allocates nothing. A name of up to 31 bytes is copied into the error, so a
-/// refusal writes no cache line that other threads share; a longer name is shared behind
-/// an `Arc<str>`, whose reference count a refusal increments. The name's memory is freed
-/// with the last bulkhead, error or event that carries it.
+/// Building one allocates nothing and writes no cache line that other threads share: a
+/// name of up to 31 bytes is copied into the error, a longer one is an interned
+/// `&'static str` (see [`Bulkhead::new`](crate::Bulkhead::new) for the cap on long names).
 ///
 /// # Examples
 ///
@@ -98,6 +97,11 @@ impl fmt::Display for RejectReason {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+// `repr(C)`, name first: the 32-byte name is then copied with aligned 16-byte moves. With
+// the default layout the compiler moved the error as one misaligned block spanning the
+// name's two stores, a store-forwarding stall that made a refusal 2.2 → 8.4 ns (criterion,
+// `rejection/bulkhead/try_acquire`) at the same instruction count.
+#[repr(C)]
 pub struct BulkheadFull {
     name: Name,
     max_concurrent_calls: usize,
