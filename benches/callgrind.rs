@@ -19,6 +19,10 @@ use common::*;
 const OPS: &[(&str, &str)] = &[
     ("floor_load", "floor: one Relaxed load of a shared word"),
     ("bulkhead_reject", "bulkhead try_acquire on a full bulkhead"),
+    (
+        "bulkhead_reject_error",
+        "bulkhead try_acquire on a full bulkhead, the error kept (black_box)",
+    ),
     ("bulkhead_reject_owned", "bulkhead try_acquire_owned on a full bulkhead"),
     ("tokio_reject", "tokio try_acquire on a full semaphore"),
     ("tokio_reject_owned", "tokio try_acquire_owned (Arc clone) on a full semaphore"),
@@ -44,6 +48,9 @@ const OPS: &[(&str, &str)] = &[
     ("bulkhead_acq_rel_instrumented", "bulkhead try_acquire + drop, metrics on"),
     ("bulkhead_call_instrumented", "bulkhead call(|| ()), metrics on"),
     ("bulkhead_reject_listener", "bulkhead try_acquire on a full bulkhead, one listener"),
+    ("keyed_acq_rel", "keyed try_acquire + drop, live key of 1 000, no total"),
+    ("keyed_acq_rel_total", "keyed try_acquire + drop, live key of 1 000, with a total"),
+    ("keyed_reject_error", "keyed try_acquire on a full key, the error kept (black_box)"),
     ("bulkhead_acq_rel_listener", "bulkhead try_acquire + drop, one listener"),
     ("floor_instant_now", "floor: one Instant::now()"),
     ("adaptive_reject", "adaptive (Gradient2) try_acquire on a full bulkhead"),
@@ -61,6 +68,29 @@ fn adaptive(
 ) -> bulkhead::adaptive::AdaptiveBulkhead {
     let config = bulkhead::BulkheadConfig::builder().max_concurrent_calls(16).build().unwrap();
     bulkhead::adaptive::AdaptiveBulkhead::new("adaptive", config, algorithm)
+}
+
+/// The key the keyed ops take (one of 1 000 live keys) and the key held full.
+const FREE_KEY: u64 = 500;
+const FULL_KEY: u64 = 1;
+
+/// A keyed bulkhead with keys 0..1 000 live (16 slots each, key `FULL_KEY` limited to 1)
+/// and, with `total`, a shared total.
+fn keyed(total: Option<usize>) -> bulkhead::keyed::KeyedBulkhead<u64> {
+    let limit = |n| bulkhead::BulkheadConfig::builder().max_concurrent_calls(n).build().unwrap();
+    let mut builder = bulkhead::keyed::KeyedBulkhead::builder("bench")
+        .default_config(limit(16))
+        .key_config(FULL_KEY, limit(1))
+        .max_keys(1_000);
+    if let Some(total) = total {
+        builder = builder.total(limit(total));
+    }
+    let keyed = builder.build().expect("a valid keyed configuration");
+    // Idle keys stay live until a new key finds the map full, which never happens here.
+    for key in 0..1_000 {
+        drop(keyed.try_acquire(&key).expect("a free slot"));
+    }
+    keyed
 }
 
 /// The floor of a waiting round: a one-permit hand-off between two tasks with nothing but a
@@ -184,6 +214,13 @@ fn run(op: &str, n: u64) -> Result<(), String> {
     let adaptive_full = adaptive(bulkhead::adaptive::Gradient2::default());
     let _held: Vec<_> = (0..16).map(|_| adaptive_full.try_acquire().unwrap()).collect();
 
+    // Keyed bulkheads (issue 13): 1 000 live keys, so the look-up is in a map of realistic
+    // size; the key measured is one of them.
+    let keyed_free = keyed(None);
+    let keyed_total = keyed(Some(16_000));
+    let keyed_full = keyed(None);
+    std::mem::forget(keyed_full.try_acquire(&FULL_KEY).expect("a free slot"));
+
     match op {
         "floor_instant_now" => (0..n).for_each(|_| {
             black_box(std::time::Instant::now());
@@ -214,6 +251,12 @@ fn run(op: &str, n: u64) -> Result<(), String> {
         }),
         "bulkhead_reject" => (0..n).for_each(|_| {
             black_box(black_box(&*full).try_acquire().is_err());
+        }),
+        // The error itself goes through `black_box`, so it is built in full whatever the
+        // optimizer knows about its drop (with `is_err()` alone, an error without drop glue
+        // is never built at all).
+        "bulkhead_reject_error" => (0..n).for_each(|_| {
+            drop(black_box(black_box(&*full).try_acquire()));
         }),
         "bulkhead_reject_owned" => (0..n).for_each(|_| {
             black_box(black_box(&full).try_acquire_owned().is_err());
@@ -306,6 +349,15 @@ fn run(op: &str, n: u64) -> Result<(), String> {
         "bulkhead_call_instrumented" => (0..n).for_each(|_| {
             black_box(black_box(&*free_instrumented).call(|| black_box(())).is_ok());
         }),
+        "keyed_acq_rel" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&keyed_free).try_acquire(&FREE_KEY))))
+        }
+        "keyed_acq_rel_total" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&keyed_total).try_acquire(&FREE_KEY))))
+        }
+        "keyed_reject_error" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&keyed_full).try_acquire(&FULL_KEY))))
+        }
         "bulkhead_reject_listener" => (0..n).for_each(|_| {
             black_box(black_box(&*full_listened).try_acquire().is_err());
         }),

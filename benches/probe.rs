@@ -323,7 +323,8 @@ fn deadline() {
     println!("[{}]", items.join(",\n"));
 }
 
-/// `size_of` the futures a caller holds while it waits, ours and tokio's, as JSON.
+/// `size_of` the futures a caller holds while it waits, ours and tokio's, and of the error
+/// and event types, as JSON.
 fn sizes() {
     use std::mem::size_of_val;
     let bulkhead = Arc::new(bulkhead(1, Duration::from_millis(100)));
@@ -349,6 +350,12 @@ fn sizes() {
             size_of_val(&tokio::time::timeout(Duration::from_millis(100), sem.acquire())),
         ),
         ("tokio::time::Sleep", std::mem::size_of::<tokio::time::Sleep>()),
+        ("bulkhead BulkheadFull (the error)", std::mem::size_of::<bulkhead::BulkheadFull>()),
+        (
+            "bulkhead Result<Permit, BulkheadFull> (try_acquire)",
+            std::mem::size_of::<Result<bulkhead::Permit<'static>, bulkhead::BulkheadFull>>(),
+        ),
+        ("bulkhead BulkheadEvent", std::mem::size_of::<bulkhead::BulkheadEvent>()),
     ];
     let items: Vec<String> = rows
         .iter()

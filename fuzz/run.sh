@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs each fuzz target for a bounded time.
 #
-#   fuzz/run.sh [SECONDS] [TARGET...]     default: 60 s each, targets ops and config_parsers
+#   fuzz/run.sh [SECONDS] [TARGET...]     default: 60 s each, targets ops, config_parsers, keyed
 #
 # Needs cargo-fuzz (`cargo install --locked cargo-fuzz`). Builds without a sanitizer
 # (`-s none`), which works on the stable toolchain; set RUSTC_BOOTSTRAP=1 if your cargo-fuzz
@@ -16,7 +16,7 @@ secs=${1:-60}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(ops config_parsers)
+    targets=(ops config_parsers keyed)
 fi
 
 if ! cargo fuzz --version >/dev/null 2>&1; then

@@ -6,6 +6,7 @@ use core::time::Duration;
 use std::sync::Arc as StdArc;
 
 use crate::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
+use crate::name::Name;
 use crate::observe::{bump_own, Cells, Counters, Listeners, Outcome};
 use crate::state::{Semaphore, Word};
 use crate::sync::{AtomicU64, AtomicUsize, Instant, Mutex, OnceLock, Ordering};
@@ -54,7 +55,7 @@ enum Observed {
 /// ```
 pub struct Bulkhead {
     sem: Semaphore,
-    name: &'static str,
+    name: Name,
     /// `max_wait_duration` in nanoseconds, `UNBOUNDED_WAIT` if it does not fit.
     max_wait_nanos: AtomicU64,
     /// `max_waiting_calls`, `NO_WAITER_CAP` for `None`.
@@ -71,8 +72,11 @@ pub struct Bulkhead {
 impl Bulkhead {
     /// Creates a bulkhead named `name` with `config`.
     ///
-    /// The name is interned once per distinct name (and kept for the life of the process),
-    /// so errors and events carry it without allocating.
+    /// Errors and events carry the name without allocating: a name of up to 31 bytes is
+    /// copied into them, and its memory is freed with the bulkhead and the last error or
+    /// event that carries it. A longer name is interned once for the life of the process,
+    /// up to 1 MiB and 16 384 such names in all; past that cap a new long name is shortened
+    /// to its first 28 bytes or so and `…` (memory stays bounded whatever the names).
     ///
     /// # Examples
     ///
@@ -84,7 +88,7 @@ impl Bulkhead {
     pub fn new(name: impl Into<String>, config: BulkheadConfig) -> Bulkhead {
         let bulkhead = Bulkhead {
             sem: Semaphore::new(config.max_concurrent_calls()),
-            name: crate::intern::intern(name.into()),
+            name: Name::new(name.into()),
             max_wait_nanos: AtomicU64::new(UNBOUNDED_WAIT),
             max_waiting: AtomicUsize::new(NO_WAITER_CAP),
             config: Mutex::new(config.clone()),
@@ -105,7 +109,7 @@ impl Bulkhead {
     /// assert_eq!(Bulkhead::new("bank", BulkheadConfig::default()).name(), "bank");
     /// ```
     pub fn name(&self) -> &str {
-        self.name
+        self.name.as_str()
     }
 
     /// The current configuration.
@@ -903,7 +907,7 @@ impl Bulkhead {
         }
         #[cfg(feature = "tracing")]
         if let BulkheadEventKind::CallRejected(reason) = kind {
-            crate::trace::rejected(self.name, reason, Duration::ZERO);
+            crate::trace::rejected(self.name.as_str(), reason, Duration::ZERO);
         }
     }
 
@@ -917,7 +921,7 @@ impl Bulkhead {
             self.emit(BulkheadEventKind::CallRejected(reason));
         }
         #[cfg(feature = "tracing")]
-        crate::trace::rejected(self.name, reason, waited);
+        crate::trace::rejected(self.name.as_str(), reason, waited);
     }
 
     /// Counts in this thread's cell, wherever it is, if counting is on.
@@ -937,7 +941,7 @@ impl Bulkhead {
         }
         #[cfg(feature = "tracing")]
         if outcome == Outcome::Permitted {
-            crate::trace::waited(self.name, waited);
+            crate::trace::waited(self.name.as_str(), waited);
         }
     }
 

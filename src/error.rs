@@ -3,6 +3,8 @@
 use core::fmt;
 use core::time::Duration;
 
+use crate::name::Name;
+
 /// Why a call was refused.
 ///
 /// ```
@@ -76,8 +78,9 @@ impl fmt::Display for RejectReason {
 /// The bulkhead refused a call. Map it like a circuit breaker's "call not permitted":
 /// the downstream is temporarily unavailable (HTTP 503, or a fallback).
 ///
-/// Building one allocates nothing and touches no shared reference count: the name is
-/// interned once per distinct bulkhead name.
+/// Building one allocates nothing and writes no cache line that other threads share: a
+/// name of up to 31 bytes is copied into the error, a longer one is an interned
+/// `&'static str` (see [`Bulkhead::new`](crate::Bulkhead::new) for the cap on long names).
 ///
 /// # Examples
 ///
@@ -94,8 +97,13 @@ impl fmt::Display for RejectReason {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+// `repr(C)`, name first: the 32-byte name is then copied with aligned 16-byte moves. With
+// the default layout the compiler moved the error as one misaligned block spanning the
+// name's two stores, a store-forwarding stall that made a refusal 2.2 → 8.4 ns (criterion,
+// `rejection/bulkhead/try_acquire`) at the same instruction count.
+#[repr(C)]
 pub struct BulkheadFull {
-    name: &'static str,
+    name: Name,
     max_concurrent_calls: usize,
     reason: RejectReason,
     waited: Duration,
@@ -103,7 +111,7 @@ pub struct BulkheadFull {
 
 impl BulkheadFull {
     pub(crate) fn new(
-        name: &'static str,
+        name: Name,
         max_concurrent_calls: usize,
         reason: RejectReason,
         waited: Duration,
@@ -113,7 +121,7 @@ impl BulkheadFull {
 
     /// The name of the bulkhead that refused the call.
     pub fn bulkhead_name(&self) -> &str {
-        self.name
+        self.name.as_str()
     }
 
     /// The limit when the call was refused.

@@ -1,5 +1,6 @@
 //! Events emitted to listeners registered with [`Bulkhead::on_event`](crate::Bulkhead::on_event).
 
+use crate::name::Name;
 use crate::RejectReason;
 
 /// Something that happened to a bulkhead: a call was permitted, rejected or finished.
@@ -23,18 +24,18 @@ use crate::RejectReason;
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BulkheadEvent {
-    name: &'static str,
+    name: Name,
     kind: BulkheadEventKind,
 }
 
 impl BulkheadEvent {
-    pub(crate) fn new(name: &'static str, kind: BulkheadEventKind) -> Self {
+    pub(crate) fn new(name: Name, kind: BulkheadEventKind) -> Self {
         BulkheadEvent { name, kind }
     }
 
     /// The name of the bulkhead it happened to.
     pub fn bulkhead_name(&self) -> &str {
-        self.name
+        self.name.as_str()
     }
 
     /// What happened.

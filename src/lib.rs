@@ -79,7 +79,10 @@ mod fallible;
 pub mod file;
 mod future;
 mod global;
-mod intern;
+pub mod keyed;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod keyed_tower;
 mod metrics;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
@@ -87,6 +90,7 @@ pub mod metrics_export;
 #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
 #[cfg_attr(docsrs, doc(cfg(any(bulkhead_loom, bulkhead_shuttle))))]
 pub mod model;
+mod name;
 mod observe;
 mod permit;
 mod registry;

@@ -479,6 +479,23 @@ impl Semaphore {
         Word(self.state.load(Ordering::Relaxed))
     }
 
+    /// Nothing in flight and nobody queued, read with Acquire: when this says yes, every
+    /// release so far happens-before what the caller does next. A keyed bulkhead evicts an
+    /// idle key's semaphore on this answer, and the next caller of that key is admitted by a
+    /// new semaphore, so that caller must see the last holder's writes through the eviction.
+    ///
+    /// A read-modify-write that changes nothing, not a load: a load may return a word older
+    /// than the last release, and the word from before the last holder's acquire says
+    /// "idle" too, with nothing to synchronize with (loom found this). An RMW reads the
+    /// latest word. It runs only when a keyed bulkhead evicts, under the map's lock.
+    pub(crate) fn is_idle_acquire(&self) -> bool {
+        // Ordering: Acquire — pairs with the Release of `release`'s fetch_add (the last
+        // holder's), so its protected writes happen-before the eviction and, through the
+        // keyed map's lock, the next holder of the key.
+        let word = Word(self.state.fetch_or(0, Ordering::Acquire));
+        word.in_flight() == 0 && !word.has_waiters()
+    }
+
     /// Live waiters in the queue.
     pub(crate) fn waiting(&self) -> usize {
         // Ordering: Relaxed — a metric; written under the queue lock, read without it.

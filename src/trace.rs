@@ -46,7 +46,7 @@ mod imp {
     }
 
     /// A refused call.
-    pub(crate) fn rejected(name: &'static str, reason: RejectReason, waited: Duration) {
+    pub(crate) fn rejected(name: &str, reason: RejectReason, waited: Duration) {
         if reason == RejectReason::WaitTimedOut {
             tracing::info!(
                 target: "bulkhead",
@@ -61,7 +61,7 @@ mod imp {
     }
 
     /// A call permitted after queueing for `waited`.
-    pub(crate) fn waited(name: &'static str, waited: Duration) {
+    pub(crate) fn waited(name: &str, waited: Duration) {
         if waited >= LONG_WAIT {
             tracing::debug!(
                 target: "bulkhead",

@@ -4,6 +4,8 @@
 
 #[path = "../fuzz/src/config.rs"]
 mod config;
+#[path = "../fuzz/src/keyed.rs"]
+mod keyed;
 #[path = "../fuzz/src/model.rs"]
 mod model;
 
@@ -76,5 +78,16 @@ fn config_pseudo_random_inputs_never_panic() {
     for len in (0..400).map(|i| i % 120) {
         let input: Vec<u8> = (0..len).map(|_| xorshift(&mut state)).collect();
         config::run_config(&input);
+    }
+}
+
+/// The `keyed` target's check (issue 13) on deterministic pseudo-random inputs (it has no
+/// committed corpus yet).
+#[test]
+fn keyed_pseudo_random_sequences_match_reference_model() {
+    let mut state = 0xD1B5_4A32_D192_ED03;
+    for len in (0..600).map(|i| 3 + i % 150) {
+        let input: Vec<u8> = (0..len).map(|_| xorshift(&mut state)).collect();
+        keyed::run_keyed_ops(&input);
     }
 }

@@ -294,3 +294,40 @@ fn adaptive_limit_changes_reach_engine_in_order() {
         scenarios::adaptive_limit_changes_reach_engine_in_order(2, 1)
     });
 }
+
+/// Callers on their own keys race for a total of one with `try_acquire`: one the total
+/// refused holds no key slot.
+#[test]
+fn keyed_refusal_holds_no_slot() {
+    run_model("keyed_refusal_holds_no_slot", || scenarios::keyed_refusal_holds_no_slot(2, 1));
+}
+
+/// Three callers on their own keys through a total of two.
+#[test]
+fn keyed_refusal_holds_no_slot_three_through_two() {
+    run_model("keyed_refusal_holds_no_slot_three_through_two", || {
+        scenarios::keyed_refusal_holds_no_slot(3, 2)
+    });
+}
+
+/// A sync and an async caller on one key, key limit 1, total 1, unbounded waits: no deadlock.
+#[test]
+fn keyed_waits_never_deadlock() {
+    run_model("keyed_waits_never_deadlock", || scenarios::keyed_waits_never_deadlock(false));
+}
+
+/// `evict_idle` racing two acquires of the same key.
+#[test]
+fn keyed_eviction_racing_acquire_keeps_key_limit() {
+    run_model("keyed_eviction_racing_acquire_keeps_key_limit", || {
+        scenarios::keyed_eviction_racing_acquire_keeps_key_limit(false)
+    });
+}
+
+/// A new key at a full map (max_keys 1) racing two acquires of the live key.
+#[test]
+fn keyed_new_key_eviction_racing_acquire_keeps_key_limit() {
+    run_model("keyed_new_key_eviction_racing_acquire_keeps_key_limit", || {
+        scenarios::keyed_eviction_racing_acquire_keeps_key_limit(true)
+    });
+}

@@ -103,8 +103,12 @@ MUTANTS=(
     counter_slots_shared
     listener_lost_in_registration_race
     on_event_leaves_flag_clear
+    keyed_total_refusal_keeps_key_slot
+    keyed_sync_takes_total_before_key
+    keyed_evicts_by_metrics
+    keyed_evicts_without_acquire
 )
-ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed "
+ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire "
 
 describe() {
     case $1 in
@@ -134,6 +138,10 @@ describe() {
     counter_slots_shared) echo "every thread gets counter slot 0 (single-writer cells shared: lost updates)" ;;
     listener_lost_in_registration_race) echo "a registration that loses the race for a chain link is dropped" ;;
     on_event_leaves_flag_clear) echo "on_event does not raise OBSERVED (a lone listener hears nothing)" ;;
+    keyed_total_refusal_keeps_key_slot) echo "keyed: a total refusal leaks the key slot already taken" ;;
+    keyed_sync_takes_total_before_key) echo "keyed: the blocking acquire takes the total before the key (async takes key first)" ;;
+    keyed_evicts_by_metrics) echo "keyed: idle means nothing in flight or waiting (misses a caller between look-up and acquire)" ;;
+    keyed_evicts_without_acquire) echo "keyed: idle means only the map holds the Arc (no Acquire: the next holder may miss the last one's writes)" ;;
     esac
 }
 
@@ -238,6 +246,18 @@ apply() {
     on_event_leaves_flag_clear)
         mutate src/bulkhead.rs '        self.listeners.push(Box::new(listener));
         self.sem.set_observed();' '        self.listeners.push(Box::new(listener));' ;;
+    keyed_total_refusal_keeps_key_slot)
+        mutate src/keyed.rs '            drop(key_permit);
+            Err(KeyedFull::Total(refused))' '            std::mem::forget(key_permit);
+            Err(KeyedFull::Total(refused))' ;;
+    keyed_sync_takes_total_before_key)
+        mutate src/keyed.rs '        let key_permit = bulkhead.acquire_owned().map_err(KeyedFull::Key)?;
+        let total = self.total.as_ref().map(Bulkhead::acquire);' '        let total = self.total.as_ref().map(Bulkhead::acquire);
+        let key_permit = bulkhead.acquire_owned().map_err(KeyedFull::Key)?;' ;;
+    keyed_evicts_by_metrics)
+        mutate src/keyed.rs '    Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()' '    bulkhead.sem().is_idle_acquire()' ;;
+    keyed_evicts_without_acquire)
+        mutate src/keyed.rs '    Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()' '    Arc::strong_count(bulkhead) == 1' ;;
     *)
         echo "unknown mutant $1" >&2
         return 1 ;;

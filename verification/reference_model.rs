@@ -701,3 +701,236 @@ fn acquire_futures_debug_shows_queued_state() {
     drop((plain, with_sleep, owned, held));
     assert_eq!(bulkhead.metrics().available_concurrent_calls(), 1);
 }
+
+/// Issue 13: the keyed bulkhead against a sequential model of its keys, the shared total,
+/// the bound on live keys and eviction. Operations: `try_acquire` of one of a few keys, drop
+/// a held permit, `evict_idle`. After every step the result (admitted, refused by the key,
+/// by the total, or for too many keys), the live keys, each live key's calls in flight and
+/// the total's are compared with the model.
+mod keyed {
+    use std::collections::BTreeMap;
+
+    use bulkhead::keyed::{KeyedBulkhead, KeyedFull, KeyedPermit};
+    use bulkhead::BulkheadConfig;
+    use proptest::prelude::*;
+    use proptest::test_runner::{TestError, TestRunner};
+
+    /// The keys used: 0..KEYS. Key 0 has its own limit; key `KEYS - 1` may be the fallback.
+    const KEYS: u8 = 6;
+
+    #[derive(Clone, Copy, Debug)]
+    pub struct Config {
+        default_limit: usize,
+        key0_limit: usize,
+        total: Option<usize>,
+        max_keys: usize,
+        fallback: bool,
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    pub enum Op {
+        TryAcquire(u8),
+        /// Drops the `i % held`-th permit held, if any.
+        Drop(usize),
+        EvictIdle,
+    }
+
+    fn config_strategy() -> impl Strategy<Value = Config> {
+        (0..3usize, 0..4usize, proptest::option::of(0..5usize), 0..4usize, any::<bool>()).prop_map(
+            |(default_limit, key0_limit, total, max_keys, fallback)| Config {
+                default_limit,
+                key0_limit,
+                total,
+                // max_keys 0 needs a fallback key (the builder refuses it otherwise).
+                max_keys: if fallback { max_keys } else { max_keys.max(1) },
+                fallback,
+            },
+        )
+    }
+
+    fn op_strategy() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0..KEYS).prop_map(Op::TryAcquire),
+            3 => any::<usize>().prop_map(Op::Drop),
+            1 => Just(Op::EvictIdle),
+        ]
+    }
+
+    #[derive(Debug, PartialEq, Eq)]
+    enum Outcome {
+        Admitted,
+        Key,
+        Total,
+        TooManyKeys,
+    }
+
+    /// The sequential model: live keys with their calls in flight, the fallback key's, the
+    /// total's, and which bulkhead each held permit is on.
+    struct Model {
+        config: Config,
+        live: BTreeMap<u8, usize>,
+        fallback_in_flight: usize,
+        total_in_flight: usize,
+        /// Per held permit: `Some(key)` on a live key's bulkhead, `None` on the fallback's.
+        held: Vec<Option<u8>>,
+    }
+
+    const FALLBACK: u8 = KEYS - 1;
+
+    impl Model {
+        fn limit(&self, key: u8) -> usize {
+            if key == 0 {
+                self.config.key0_limit
+            } else {
+                self.config.default_limit
+            }
+        }
+
+        fn try_acquire(&mut self, key: u8) -> Outcome {
+            // Which bulkhead: the fallback's, a live key's, a new key's, or none.
+            let on: Option<u8> = if self.config.fallback && key == FALLBACK {
+                None
+            } else if self.live.contains_key(&key) {
+                Some(key)
+            } else {
+                if self.live.len() >= self.config.max_keys {
+                    self.live.retain(|_, in_flight| *in_flight > 0);
+                }
+                if self.live.len() < self.config.max_keys {
+                    self.live.insert(key, 0);
+                    Some(key)
+                } else if self.config.fallback {
+                    None
+                } else {
+                    return Outcome::TooManyKeys;
+                }
+            };
+            let (in_flight, limit) = match on {
+                Some(k) => (self.live[&k], self.limit(k)),
+                None => (self.fallback_in_flight, self.limit(FALLBACK)),
+            };
+            if in_flight >= limit {
+                return Outcome::Key;
+            }
+            if let Some(total) = self.config.total {
+                if self.total_in_flight >= total {
+                    return Outcome::Total;
+                }
+                self.total_in_flight += 1;
+            }
+            match on {
+                Some(k) => *self.live.get_mut(&k).unwrap() += 1,
+                None => self.fallback_in_flight += 1,
+            }
+            self.held.push(on);
+            Outcome::Admitted
+        }
+
+        fn drop_permit(&mut self, i: usize) -> Option<usize> {
+            if self.held.is_empty() {
+                return None;
+            }
+            let i = i % self.held.len();
+            match self.held.remove(i) {
+                Some(k) => *self.live.get_mut(&k).expect("a held key is live") -= 1,
+                None => self.fallback_in_flight -= 1,
+            }
+            if self.config.total.is_some() {
+                self.total_in_flight -= 1;
+            }
+            Some(i)
+        }
+    }
+
+    pub fn run(config: Config, ops: &[Op]) {
+        let limit = |n| BulkheadConfig::builder().max_concurrent_calls(n).build().unwrap();
+        let mut builder = KeyedBulkhead::<u8>::builder("model")
+            .default_config(limit(config.default_limit))
+            .key_config(0, limit(config.key0_limit))
+            .max_keys(config.max_keys);
+        if let Some(total) = config.total {
+            builder = builder.total(limit(total));
+        }
+        if config.fallback {
+            builder = builder.fallback_key(FALLBACK);
+        }
+        let keyed = builder.build().expect("a valid keyed config");
+        let mut model = Model {
+            config,
+            live: BTreeMap::new(),
+            fallback_in_flight: 0,
+            total_in_flight: 0,
+            held: Vec::new(),
+        };
+        let mut held: Vec<KeyedPermit<'_>> = Vec::new();
+        for (step, op) in ops.iter().enumerate() {
+            match *op {
+                Op::TryAcquire(key) => {
+                    let got = match keyed.try_acquire(&key) {
+                        Ok(permit) => {
+                            held.push(permit);
+                            Outcome::Admitted
+                        }
+                        Err(KeyedFull::Key(_)) => Outcome::Key,
+                        Err(KeyedFull::Total(_)) => Outcome::Total,
+                        Err(KeyedFull::TooManyKeys { key: named, .. }) => {
+                            assert_eq!(named, key.to_string(), "the refused key is named");
+                            Outcome::TooManyKeys
+                        }
+                        Err(other) => panic!("step {step}: unexpected {other}"),
+                    };
+                    assert_eq!(got, model.try_acquire(key), "step {step}: try_acquire({key})");
+                }
+                Op::Drop(i) => {
+                    if let Some(i) = model.drop_permit(i) {
+                        drop(held.remove(i));
+                    }
+                }
+                Op::EvictIdle => {
+                    let before = model.live.len();
+                    model.live.retain(|_, in_flight| *in_flight > 0);
+                    assert_eq!(
+                        keyed.evict_idle(),
+                        before - model.live.len(),
+                        "step {step}: evicted"
+                    );
+                }
+            }
+            // The state, compared after every step.
+            assert_eq!(keyed.live_keys(), model.live.len(), "step {step}: live keys");
+            for key in 0..KEYS {
+                let real = keyed.key_metrics(&key).map(|m| m.in_flight_calls());
+                let expected = if config.fallback && key == FALLBACK {
+                    Some(model.fallback_in_flight)
+                } else {
+                    model.live.get(&key).copied()
+                };
+                assert_eq!(real, expected, "step {step}: key {key} in flight");
+            }
+            let total = keyed.total_metrics().map(|m| m.in_flight_calls());
+            assert_eq!(total, config.total.map(|_| model.total_in_flight), "step {step}: total");
+        }
+        drop(held);
+        if let Some(total) = keyed.total_metrics() {
+            assert_eq!(total.in_flight_calls(), 0, "every total slot back");
+        }
+    }
+
+    #[test]
+    fn keyed_bulkhead_matches_sequential_model() {
+        let cases =
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512);
+        let mut runner = TestRunner::new(ProptestConfig { cases, ..ProptestConfig::default() });
+        let strategy = (config_strategy(), proptest::collection::vec(op_strategy(), 1..60));
+        match runner.run(&strategy, |(config, ops)| {
+            run(config, &ops);
+            Ok(())
+        }) {
+            Ok(()) => {}
+            Err(TestError::Fail(reason, (config, ops))) => {
+                panic!("{reason}\nminimal failing sequence: config = {config:?}, ops = {ops:?}")
+            }
+            Err(err) => panic!("{err}"),
+        }
+    }
+}

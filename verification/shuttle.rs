@@ -193,6 +193,12 @@ scenarios! {
     close_racing_async_newcomer_refuses_it => crate::scenarios::close_racing_newcomer_refuses_it(true);
     adaptive_limit_changes_reach_engine_in_order =>
         crate::scenarios::adaptive_limit_changes_reach_engine_in_order(2, 1);
+    keyed_refusal_holds_no_slot => crate::scenarios::keyed_refusal_holds_no_slot(2, 1);
+    keyed_waits_never_deadlock => crate::scenarios::keyed_waits_never_deadlock(false);
+    keyed_eviction_racing_acquire_keeps_key_limit =>
+        crate::scenarios::keyed_eviction_racing_acquire_keeps_key_limit(false);
+    keyed_new_key_eviction_racing_acquire_keeps_key_limit =>
+        crate::scenarios::keyed_eviction_racing_acquire_keeps_key_limit(true);
 
     // Larger than loom can explore: 4 to 8 threads and tasks.
     never_exceeds_limit_six_on_one_three_rounds => crate::scenarios::never_exceeds_limit(6, 1, 3);
@@ -216,6 +222,8 @@ scenarios! {
         crate::scenarios::counters_sum_exact_after_concurrent_calls(6, 4);
     three_registrars_race_three_callers =>
         crate::scenarios::listener_registered_while_calls_emit_hears_later_calls(3, 3, 3);
+    keyed_five_callers_through_a_total_of_two => crate::scenarios::keyed_refusal_holds_no_slot(5, 2);
+    keyed_waits_never_deadlock_with_a_second_key => crate::scenarios::keyed_waits_never_deadlock(true);
 }
 
 /// Replays one schedule printed by a failing run. Ignored unless asked for:

@@ -2,4 +2,5 @@
 //! these same files with `#[path]` and replays the committed corpus through them.
 
 pub mod config;
+pub mod keyed;
 pub mod model;

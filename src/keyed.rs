@@ -1,0 +1,778 @@
+//! Bulkheads per key: one per tenant, downstream host or route, created on first use, with
+//! an optional shared total and a bound on how many keys are live.
+//!
+//! # Two levels, and the order that avoids deadlock
+//!
+//! With a shared total, a call needs a slot of its key's bulkhead **and** one of the total.
+//! Every caller takes them in the same order, its key first, then the total, and holds at
+//! most one slot of each, so no two callers can each hold what the other waits for: there is
+//! no deadlock. The order is also what keeps tenants apart: a caller waits for the total only
+//! once its own key has admitted it, so a noisy key's queue is made of key slots (its own)
+//! and never of total slots that other keys need. When either level refuses, the caller holds
+//! nothing: a key slot taken before the total refused is released before the error returns.
+//!
+//! # Fairness
+//!
+//! - Within a key: FIFO, as for any [`Bulkhead`] (no newcomer overtakes a queued caller).
+//! - At the total: FIFO among the callers that hold their key slot.
+//! - Across keys there is no weighting: what protects a quiet key from a noisy one is the
+//!   noisy key's own limit. With per-key limits below the total, no single key can take the
+//!   whole total; a key's share of the total is at most its limit. A key cannot borrow
+//!   another key's unused slots beyond the total.
+//!
+//! # Bounded cardinality
+//!
+//! At most `max_keys` keys are live. A key is *idle* when nothing holds its bulkhead but the
+//! map: no permit, no waiter, no caller between the look-up and its acquire (each of them
+//! holds an `Arc` to the key's bulkhead, cloned under the map's lock). When a new key finds
+//! the map full, every idle key is evicted (one pass over the live keys, under the lock); if
+//! none was idle, the call goes to the fallback key, if one is configured, or is refused with
+//! [`KeyedFull::TooManyKeys`], which names the key. An evicted key is recreated from its
+//! configuration on its next call: it had nothing in flight, so nothing is lost but its
+//! bulkhead's own counters and listeners.
+
+use core::fmt;
+use core::future::Future;
+use core::hash::Hash;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::sync::Mutex;
+use crate::{
+    Bulkhead, BulkheadConfig, BulkheadFull, BulkheadMetrics, ConfigError, OwnedPermit, Permit,
+    RejectReason,
+};
+
+/// A bulkhead per key (tenant, host, route), created on first use from a per-key
+/// configuration, with an optional shared total across keys and a bound on live keys.
+///
+/// Each key's bulkhead is named `"{name}/{key}"` (its errors and events say which key), the
+/// total is named `name`. See the [module docs](crate::keyed) for the acquisition order, the
+/// fairness that holds across keys and eviction.
+///
+/// Every call looks its key up in a map under a lock (a shared write per call, on top of the
+/// key's bulkhead): `benches/results/keyed.md` measures the cost against a plain bulkhead.
+///
+/// # Examples
+///
+/// ```
+/// use bulkhead::{BulkheadConfig, keyed::{KeyedBulkhead, KeyedFull}};
+///
+/// let tenants = KeyedBulkhead::<String>::builder("api")
+///     .default_config(BulkheadConfig::builder().max_concurrent_calls(2).build()?)
+///     .key_config("gold".to_owned(), BulkheadConfig::builder().max_concurrent_calls(8).build()?)
+///     .total(BulkheadConfig::builder().max_concurrent_calls(9).build()?)
+///     .max_keys(1_000)
+///     .build()?;
+///
+/// let a1 = tenants.try_acquire(&"acme".to_owned())?;
+/// let a2 = tenants.try_acquire(&"acme".to_owned())?;
+/// // acme is at its limit of 2; other tenants are not affected.
+/// match tenants.try_acquire(&"acme".to_owned()) {
+///     Err(KeyedFull::Key(full)) => assert_eq!(full.bulkhead_name(), "api/acme"),
+///     other => panic!("{other:?}"),
+/// }
+/// let gold: Vec<_> = (0..7).map(|_| tenants.try_acquire(&"gold".to_owned()).unwrap()).collect();
+/// // 9 in flight: the shared total refuses even though gold has a slot left.
+/// assert!(matches!(tenants.try_acquire(&"gold".to_owned()), Err(KeyedFull::Total(_))));
+/// drop((a1, a2, gold));
+/// assert_eq!(tenants.total_metrics().unwrap().in_flight_calls(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct KeyedBulkhead<K> {
+    name: String,
+    default: BulkheadConfig,
+    overrides: HashMap<K, BulkheadConfig>,
+    max_keys: usize,
+    /// The fallback key and its bulkhead: created up front, never evicted, not counted in
+    /// `max_keys`.
+    fallback: Option<(K, Arc<Bulkhead>)>,
+    total: Option<Bulkhead>,
+    /// The live keys. An entry whose `Arc` only the map holds is idle (see the module docs).
+    keys: Mutex<HashMap<K, Arc<Bulkhead>>>,
+}
+
+/// The default bound on live keys: 1 024.
+pub const DEFAULT_MAX_KEYS: usize = 1024;
+
+/// Builds a [`KeyedBulkhead`]: [`KeyedBulkhead::builder`].
+#[derive(Debug)]
+pub struct KeyedBulkheadBuilder<K> {
+    name: String,
+    default: BulkheadConfig,
+    overrides: HashMap<K, BulkheadConfig>,
+    total: Option<BulkheadConfig>,
+    max_keys: usize,
+    fallback: Option<K>,
+}
+
+impl<K> KeyedBulkheadBuilder<K>
+where
+    K: Eq + Hash + Clone + fmt::Display,
+{
+    /// The configuration of every key without an override (default:
+    /// [`BulkheadConfig::default`]).
+    pub fn default_config(mut self, config: BulkheadConfig) -> Self {
+        self.default = config;
+        self
+    }
+
+    /// The configuration of `key`, instead of the default.
+    pub fn key_config(mut self, key: K, config: BulkheadConfig) -> Self {
+        self.overrides.insert(key, config);
+        self
+    }
+
+    /// A shared total across all keys: a call needs a slot of its key and one of the total.
+    /// Its `max_wait_duration` bounds the wait for a total slot, after the key's own wait.
+    pub fn total(mut self, config: BulkheadConfig) -> Self {
+        self.total = Some(config);
+        self
+    }
+
+    /// At most `max_keys` keys live at once (default [`DEFAULT_MAX_KEYS`]); the fallback key
+    /// is not counted.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// When `max_keys` keys are live and none is idle, a call for a new key goes to `key`'s
+    /// bulkhead instead of being refused. The fallback key is created at once and never
+    /// evicted.
+    pub fn fallback_key(mut self, key: K) -> Self {
+        self.fallback = Some(key);
+        self
+    }
+
+    /// Per-key configuration from a config file ([`ConfigFile`](crate::file::ConfigFile),
+    /// feature `serde`): the default from the instance named like this keyed bulkhead (or
+    /// the file's `configs.default` when there is no such instance), and an override for each
+    /// instance named `"<name>/<key>"`, the key parsed with `FromStr`. Everything the file
+    /// layout allows applies: `base-config` chains, relaxed binding, TOML.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the instance's path and the key, for a key that does not
+    /// parse as `K`.
+    ///
+    /// ```
+    /// use bulkhead::{file::ConfigFile, keyed::KeyedBulkhead};
+    /// let file = ConfigFile::from_yaml_str("
+    /// resilience4j.bulkhead:
+    ///   configs:
+    ///     gold: { max-concurrent-calls: 8 }
+    ///   instances:
+    ///     tenants: { max-concurrent-calls: 2, max-wait-duration: 0 }
+    ///     tenants/42: { base-config: gold }
+    ///     tenants/7: { max-concurrent-calls: 1 }
+    /// ")?;
+    /// let tenants = KeyedBulkhead::<u64>::builder("tenants").configs_from_file(&file)?.build()?;
+    /// assert_eq!(tenants.config_for(&1).max_concurrent_calls(), 2);
+    /// assert_eq!(tenants.config_for(&42).max_concurrent_calls(), 8);
+    /// assert_eq!(tenants.config_for(&7).max_concurrent_calls(), 1);
+    ///
+    /// let bad = ConfigFile::from_yaml_str("resilience4j.bulkhead.instances.tenants/x: {}")?;
+    /// let err = KeyedBulkhead::<u64>::builder("tenants").configs_from_file(&bad).unwrap_err();
+    /// assert_eq!(err.key(), "resilience4j.bulkhead.instances.tenants/x");
+    /// assert_eq!(err.value(), "x");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "serde")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+    pub fn configs_from_file(mut self, file: &crate::file::ConfigFile) -> Result<Self, ConfigError>
+    where
+        K: core::str::FromStr,
+    {
+        self.default = match file.instance(&self.name) {
+            Some(instance) => instance.config().clone(),
+            None => file.default_config(),
+        };
+        let prefix = format!("{}/", self.name);
+        for instance in file.instances() {
+            if let Some(text) = instance.name().strip_prefix(&prefix) {
+                let key = text.parse::<K>().map_err(|_| {
+                    ConfigError::new(instance.path(), text, "is not a valid key for this bulkhead")
+                })?;
+                self.overrides.insert(key, instance.config().clone());
+            }
+        }
+        Ok(self)
+    }
+
+    /// Builds the keyed bulkhead.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] for `max_keys` 0 without a fallback key (every call would be refused).
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let err = KeyedBulkhead::<u64>::builder("hosts").max_keys(0).build().unwrap_err();
+    /// assert_eq!(err.key(), "max_keys");
+    /// assert_eq!(err.value(), "0");
+    /// ```
+    pub fn build(self) -> Result<KeyedBulkhead<K>, ConfigError> {
+        if self.max_keys == 0 && self.fallback.is_none() {
+            return Err(ConfigError::new(
+                "max_keys",
+                "0",
+                "refuses every key: give a fallback key or allow at least one key",
+            ));
+        }
+        let mut keyed = KeyedBulkhead {
+            total: self.total.map(|config| Bulkhead::new(self.name.clone(), config)),
+            name: self.name,
+            default: self.default,
+            overrides: self.overrides,
+            max_keys: self.max_keys,
+            fallback: None,
+            keys: Mutex::new(HashMap::new()),
+        };
+        if let Some(key) = self.fallback {
+            let bulkhead = Arc::new(keyed.new_bulkhead(&key));
+            keyed.fallback = Some((key, bulkhead));
+        }
+        Ok(keyed)
+    }
+}
+
+impl<K> KeyedBulkhead<K> {
+    /// The keyed bulkhead's name (also the total's name).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl<K> KeyedBulkhead<K>
+where
+    K: Eq + Hash + Clone + fmt::Display,
+{
+    /// A builder named `name`: default configuration [`BulkheadConfig::default`] for every
+    /// key, no total, [`DEFAULT_MAX_KEYS`] keys, no fallback key.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts").build()?;
+    /// assert_eq!(hosts.name(), "hosts");
+    /// assert_eq!(hosts.config_for(&"a.example").max_concurrent_calls(), 25);
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    pub fn builder(name: impl Into<String>) -> KeyedBulkheadBuilder<K> {
+        KeyedBulkheadBuilder {
+            name: name.into(),
+            default: BulkheadConfig::default(),
+            overrides: HashMap::new(),
+            total: None,
+            max_keys: DEFAULT_MAX_KEYS,
+            fallback: None,
+        }
+    }
+
+    /// The configuration `key` gets: its override, or the default.
+    pub fn config_for(&self, key: &K) -> BulkheadConfig {
+        self.overrides.get(key).unwrap_or(&self.default).clone()
+    }
+
+    /// The most keys live at once (the fallback key not counted).
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    fn new_bulkhead(&self, key: &K) -> Bulkhead {
+        Bulkhead::new(format!("{}/{}", self.name, key), self.config_for(key))
+    }
+
+    /// The bulkhead of `key`, created if it is not live: the fallback key's when the map is
+    /// full and nothing is idle, an error if there is no fallback key.
+    fn bulkhead_for(&self, key: &K) -> Result<Arc<Bulkhead>, KeyedFull> {
+        if let Some((fallback, bulkhead)) = &self.fallback {
+            if fallback == key {
+                return Ok(Arc::clone(bulkhead));
+            }
+        }
+        let mut keys = self.keys.lock();
+        if let Some(bulkhead) = keys.get(key) {
+            // Cloned under the lock: eviction, which also holds it, sees this clone.
+            return Ok(Arc::clone(bulkhead));
+        }
+        if keys.len() >= self.max_keys {
+            evict_idle(&mut keys);
+        }
+        if keys.len() >= self.max_keys {
+            drop(keys);
+            return match &self.fallback {
+                Some((_, bulkhead)) => Ok(Arc::clone(bulkhead)),
+                None => Err(self.too_many_keys(key)),
+            };
+        }
+        let bulkhead = Arc::new(self.new_bulkhead(key));
+        keys.insert(key.clone(), Arc::clone(&bulkhead));
+        Ok(bulkhead)
+    }
+
+    #[cold]
+    fn too_many_keys(&self, key: &K) -> KeyedFull {
+        KeyedFull::TooManyKeys {
+            name: self.name.clone(),
+            key: key.to_string(),
+            max_keys: self.max_keys,
+        }
+    }
+
+    /// Takes a slot of `key` and, with a total, one of the total. Never waits.
+    ///
+    /// # Errors
+    ///
+    /// [`KeyedFull::Key`] if the key is full (reason `Full` or `Closed`),
+    /// [`KeyedFull::Total`] if the total is, [`KeyedFull::TooManyKeys`] if `key` is new,
+    /// `max_keys` keys are busy and there is no fallback key. No slot is held after an error.
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, RejectReason, keyed::KeyedBulkhead};
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts")
+    ///     .default_config(BulkheadConfig::builder().max_concurrent_calls(1).build()?)
+    ///     .build()?;
+    /// let _held = hosts.try_acquire(&"a.example")?;
+    /// let refused = hosts.try_acquire(&"a.example").unwrap_err();
+    /// assert_eq!(refused.reason(), Some(RejectReason::Full));
+    /// assert!(hosts.try_acquire(&"b.example").is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_acquire(&self, key: &K) -> Result<KeyedPermit<'_>, KeyedFull> {
+        let bulkhead = self.bulkhead_for(key)?;
+        let key_permit = bulkhead.try_acquire_owned().map_err(KeyedFull::Key)?;
+        let total = self.total.as_ref().map(Bulkhead::try_acquire);
+        both(key_permit, total)
+    }
+
+    /// Takes a slot of `key`, waiting up to the key's `max_wait_duration`, then one of the
+    /// total, waiting up to the total's. A call may thus wait up to the sum of both.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread while it waits (like [`Bulkhead::acquire`]); from async
+    /// code use [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire), with the waiting reasons of the level that
+    /// refused (`WaitTimedOut`, `TooManyWaiting`).
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts").build()?;
+    /// let permit = hosts.acquire(&"a.example")?;
+    /// assert_eq!(permit.key_bulkhead().name(), "hosts/a.example");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire(&self, key: &K) -> Result<KeyedPermit<'_>, KeyedFull> {
+        let bulkhead = self.bulkhead_for(key)?;
+        let key_permit = bulkhead.acquire_owned().map_err(KeyedFull::Key)?;
+        let total = self.total.as_ref().map(Bulkhead::acquire);
+        both(key_permit, total)
+    }
+
+    /// The async [`acquire`](Self::acquire): waits for a slot of `key` up to the key's max
+    /// wait, then for one of the total up to the total's.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future at any point leaks nothing: a pending wait is withdrawn (a slot
+    /// granted meanwhile is passed on), and a key slot already taken is released.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build()?.block_on(async {
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts").build()?;
+    /// let permit = hosts.acquire_async(&"a.example").await?;
+    /// assert_eq!(hosts.key_metrics(&"a.example").unwrap().in_flight_calls(), 1);
+    /// drop(permit);
+    /// # Ok::<(), Box<dyn std::error::Error>>(()) })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn acquire_async(&self, key: &K) -> Result<KeyedPermit<'_>, KeyedFull> {
+        let bulkhead = self.bulkhead_for(key)?;
+        let key_permit = bulkhead.acquire_owned_async().await.map_err(KeyedFull::Key)?;
+        let total = match &self.total {
+            Some(total) => Some(total.acquire_async().await),
+            None => None,
+        };
+        both(key_permit, total)
+    }
+
+    /// Runs `f` on the calling thread with a slot of `key` (and of the total) held; the
+    /// slots are released when `f` returns or unwinds.
+    ///
+    /// # Blocking
+    ///
+    /// Waits like [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); `f` does not run.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build()?;
+    /// assert_eq!(tenants.call(&42, || "done")?, "done");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn call<T>(&self, key: &K, f: impl FnOnce() -> T) -> Result<T, KeyedFull> {
+        let _permit = self.acquire(key)?;
+        Ok(f())
+    }
+
+    /// Awaits `fut` in the calling task with a slot of `key` (and of the total) held until it
+    /// completes or is dropped.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire_async`](Self::acquire_async); once `fut` runs, dropping the future drops
+    /// `fut` and releases the slots.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); `fut` is not polled.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build()?.block_on(async {
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build()?;
+    /// assert_eq!(tenants.call_async(&42, async { 7 }).await?, 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(()) })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn call_async<F: Future>(&self, key: &K, fut: F) -> Result<F::Output, KeyedFull> {
+        let _permit = self.acquire_async(key).await?;
+        Ok(fut.await)
+    }
+
+    /// The shared total, if one is configured.
+    pub fn total(&self) -> Option<&Bulkhead> {
+        self.total.as_ref()
+    }
+
+    /// A snapshot of the total's metrics, if one is configured.
+    pub fn total_metrics(&self) -> Option<BulkheadMetrics> {
+        self.total.as_ref().map(Bulkhead::metrics)
+    }
+
+    /// A snapshot of `key`'s metrics, if it is live (or is the fallback key). Does not
+    /// create the key.
+    pub fn key_metrics(&self, key: &K) -> Option<BulkheadMetrics> {
+        if let Some((fallback, bulkhead)) = &self.fallback {
+            if fallback == key {
+                return Some(bulkhead.metrics());
+            }
+        }
+        self.keys.lock().get(key).map(|bulkhead| bulkhead.metrics())
+    }
+
+    /// The bulkhead of `key`, if it is live (or is the fallback key), to register listeners,
+    /// enable counters or read its configuration. Does not create the key. Holding the
+    /// returned `Arc` keeps the key live: it is not idle, so it is not evicted.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts").build()?;
+    /// assert!(hosts.key_bulkhead(&"a.example").is_none());
+    /// drop(hosts.try_acquire(&"a.example")?);
+    /// assert_eq!(hosts.key_bulkhead(&"a.example").unwrap().name(), "hosts/a.example");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn key_bulkhead(&self, key: &K) -> Option<Arc<Bulkhead>> {
+        if let Some((fallback, bulkhead)) = &self.fallback {
+            if fallback == key {
+                return Some(Arc::clone(bulkhead));
+            }
+        }
+        self.keys.lock().get(key).map(Arc::clone)
+    }
+
+    /// How many keys are live (the fallback key not counted).
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts").build()?;
+    /// drop(hosts.try_acquire(&"a.example")?);
+    /// assert_eq!(hosts.live_keys(), 1);
+    /// assert_eq!(hosts.evict_idle(), 1);
+    /// assert_eq!(hosts.live_keys(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn live_keys(&self) -> usize {
+        self.keys.lock().len()
+    }
+
+    /// Evicts every idle key now (nothing in flight, nobody waiting); returns how many. A
+    /// full map does this by itself when a new key arrives; call it to return memory sooner.
+    pub fn evict_idle(&self) -> usize {
+        evict_idle(&mut self.keys.lock())
+    }
+
+    /// Metrics with a bounded number of labels: the `cap` live keys with the most calls in
+    /// flight (then waiting) each on their own, every other live key summed into
+    /// [`KeyedMetrics::others`]. Export `others` under one label (say `key="other"`), so a
+    /// dashboard has at most `cap + 1` series whatever the number of tenants.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = KeyedBulkhead::<u32>::builder("api").build()?;
+    /// let held: Vec<_> = (0..5).map(|t| tenants.try_acquire(&t).unwrap()).collect();
+    /// let _two = tenants.try_acquire(&3)?;
+    /// let metrics = tenants.metrics(2);
+    /// assert_eq!(metrics.keys.len(), 2);
+    /// assert_eq!(metrics.keys[0].0, 3); // two in flight
+    /// assert_eq!(metrics.other_keys, 3);
+    /// assert_eq!(metrics.others.in_flight_calls(), 3);
+    /// # drop(held);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn metrics(&self, cap: usize) -> KeyedMetrics<K> {
+        let mut all: Vec<(K, BulkheadMetrics)> = {
+            let keys = self.keys.lock();
+            keys.iter().map(|(key, bulkhead)| (key.clone(), bulkhead.metrics())).collect()
+        };
+        if let Some((key, bulkhead)) = &self.fallback {
+            all.push((key.clone(), bulkhead.metrics()));
+        }
+        all.sort_by(|(_, a), (_, b)| {
+            (b.in_flight_calls(), b.waiting_calls()).cmp(&(a.in_flight_calls(), a.waiting_calls()))
+        });
+        let rest = all.split_off(cap.min(all.len()));
+        let mut others = BulkheadMetrics {
+            available: 0,
+            max_allowed: 0,
+            in_flight: 0,
+            waiting: 0,
+            closed: false,
+            counts: None,
+        };
+        for (_, m) in &rest {
+            others.available += m.available;
+            others.max_allowed += m.max_allowed;
+            others.in_flight += m.in_flight;
+            others.waiting += m.waiting;
+        }
+        KeyedMetrics { keys: all, others, other_keys: rest.len(), total: self.total_metrics() }
+    }
+}
+
+/// The permit of a caller that holds `key_permit` and tried the total (if any): both, or
+/// the total's refusal with the key's slot released first.
+fn both<'a>(
+    key_permit: OwnedPermit,
+    total: Option<Result<Permit<'a>, BulkheadFull>>,
+) -> Result<KeyedPermit<'a>, KeyedFull> {
+    match total {
+        None => Ok(KeyedPermit { key: key_permit, total: None }),
+        Some(Ok(total)) => Ok(KeyedPermit { key: key_permit, total: Some(total) }),
+        Some(Err(refused)) => {
+            // The total refused: give the key's slot back before telling the caller, so
+            // no slot of either level is held once the error is returned.
+            drop(key_permit);
+            Err(KeyedFull::Total(refused))
+        }
+    }
+}
+
+/// Removes every idle entry; returns how many. Called with the map's lock held.
+fn evict_idle<K>(keys: &mut HashMap<K, Arc<Bulkhead>>) -> usize {
+    let before = keys.len();
+    keys.retain(|_, bulkhead| !is_idle(bulkhead));
+    before - keys.len()
+}
+
+/// Whether a key's bulkhead may be evicted: nobody holds it but the map, and its last
+/// release happens-before this check. Called with the map's lock held.
+///
+/// - The count: every clone of the `Arc` is made under the map's lock (look-ups), and the
+///   callers hold theirs from the look-up until their permit is dropped or their wait ends;
+///   so a count of 1 means no permit, no waiter and no caller between its look-up and its
+///   acquire, and none can appear while the lock is held. Metrics alone would miss that last
+///   caller (loom and shuttle catch it: `keyed_eviction_racing_acquire_keeps_key_limit`).
+/// - The Acquire read of the semaphore: the count is read Relaxed (`Arc::strong_count`),
+///   which orders nothing; without it, the next caller of the key, admitted by a new
+///   bulkhead, could miss the last holder's writes (loom found this in the same scenario).
+fn is_idle(bulkhead: &Arc<Bulkhead>) -> bool {
+    Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()
+}
+
+impl<K: fmt::Debug> fmt::Debug for KeyedBulkhead<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBulkhead")
+            .field("name", &self.name)
+            .field("live_keys", &self.keys.lock().len())
+            .field("max_keys", &self.max_keys)
+            .field("total", &self.total)
+            .finish()
+    }
+}
+
+/// The metrics of a [`KeyedBulkhead`], with bounded cardinality:
+/// [`KeyedBulkhead::metrics`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct KeyedMetrics<K> {
+    /// Up to `cap` keys, busiest first, each with its own snapshot.
+    pub keys: Vec<(K, BulkheadMetrics)>,
+    /// The other live keys, summed (available, max allowed, in flight, waiting).
+    pub others: BulkheadMetrics,
+    /// How many keys `others` sums.
+    pub other_keys: usize,
+    /// The shared total, if one is configured.
+    pub total: Option<BulkheadMetrics>,
+}
+
+/// A slot of a key and, with a total, one of the total; both released on drop.
+///
+/// ```
+/// use bulkhead::keyed::KeyedBulkhead;
+/// let hosts = KeyedBulkhead::<&str>::builder("hosts").build()?;
+/// let permit = hosts.try_acquire(&"a.example")?;
+/// assert_eq!(permit.key_bulkhead().metrics().in_flight_calls(), 1);
+/// drop(permit);
+/// assert_eq!(hosts.key_metrics(&"a.example").unwrap().in_flight_calls(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "the slots are released as soon as the permit is dropped"]
+#[clippy::has_significant_drop]
+pub struct KeyedPermit<'a> {
+    // Dropped in declaration order: the key's slot, then the total's.
+    key: OwnedPermit,
+    total: Option<Permit<'a>>,
+}
+
+impl KeyedPermit<'_> {
+    /// The bulkhead of the permit's key (the fallback key's, if the call was sent there).
+    pub fn key_bulkhead(&self) -> &Bulkhead {
+        self.key.bulkhead()
+    }
+}
+
+impl fmt::Debug for KeyedPermit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedPermit")
+            .field("key", &self.key.bulkhead().name())
+            .field("total", &self.total.is_some())
+            .finish()
+    }
+}
+
+/// A [`KeyedBulkhead`] refused a call. Map it like [`BulkheadFull`] (HTTP 503, or a
+/// fallback); [`TooManyKeys`](Self::TooManyKeys) may deserve a 429 instead.
+///
+/// ```
+/// use bulkhead::keyed::{KeyedBulkhead, KeyedFull};
+/// let hosts = KeyedBulkhead::<&str>::builder("hosts").max_keys(1).build()?;
+/// let _busy = hosts.try_acquire(&"a.example")?;
+/// let refused = hosts.try_acquire(&"b.example").unwrap_err();
+/// assert!(matches!(&refused, KeyedFull::TooManyKeys { key, max_keys: 1, .. } if key == "b.example"));
+/// assert_eq!(
+///     refused.to_string(),
+///     "Keyed bulkhead 'hosts' refused key 'b.example': 1 keys are busy (max_keys 1)"
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyedFull {
+    /// The key's bulkhead (named `"{name}/{key}"`) refused.
+    Key(BulkheadFull),
+    /// The shared total (named `name`) refused; the key's slot was released.
+    Total(BulkheadFull),
+    /// The key is not live, `max_keys` keys are and none is idle, and there is no fallback
+    /// key. Building this error allocates (the key's text): a rare, cold path.
+    TooManyKeys {
+        /// The keyed bulkhead's name.
+        name: String,
+        /// The refused key, as its `Display` writes it.
+        key: String,
+        /// The bound on live keys.
+        max_keys: usize,
+    },
+}
+
+impl KeyedFull {
+    /// The refusal of the level that refused, if a bulkhead did.
+    pub fn bulkhead_full(&self) -> Option<&BulkheadFull> {
+        match self {
+            KeyedFull::Key(full) | KeyedFull::Total(full) => Some(full),
+            KeyedFull::TooManyKeys { .. } => None,
+        }
+    }
+
+    /// Why the bulkhead that refused did, if one did.
+    pub fn reason(&self) -> Option<RejectReason> {
+        self.bulkhead_full().map(BulkheadFull::reason)
+    }
+}
+
+impl fmt::Display for KeyedFull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyedFull::Key(full) => fmt::Display::fmt(full, f),
+            KeyedFull::Total(full) => write!(f, "{full} (the total across keys)"),
+            KeyedFull::TooManyKeys { name, key, max_keys } => write!(
+                f,
+                "Keyed bulkhead '{name}' refused key '{key}': {max_keys} keys are busy \
+                 (max_keys {max_keys})"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for KeyedFull {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.bulkhead_full().map(|full| full as _)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit(n: usize) -> BulkheadConfig {
+        BulkheadConfig::builder().max_concurrent_calls(n).build().unwrap()
+    }
+
+    #[test]
+    fn total_refusal_releases_the_key_slot() {
+        let keyed = KeyedBulkhead::<u8>::builder("k")
+            .default_config(limit(2))
+            .total(limit(1))
+            .build()
+            .unwrap();
+        let _one = keyed.try_acquire(&1).unwrap();
+        assert!(matches!(keyed.try_acquire(&2), Err(KeyedFull::Total(_))));
+        assert_eq!(keyed.key_metrics(&2).unwrap().in_flight_calls(), 0);
+        assert_eq!(keyed.total_metrics().unwrap().in_flight_calls(), 1);
+    }
+
+    #[test]
+    fn full_map_evicts_idle_keys_then_falls_back() {
+        let keyed = KeyedBulkhead::<u8>::builder("k")
+            .default_config(limit(1))
+            .max_keys(2)
+            .fallback_key(0)
+            .build()
+            .unwrap();
+        let one = keyed.try_acquire(&1).unwrap();
+        drop(keyed.try_acquire(&2).unwrap());
+        // 2 is idle: evicted to make room for 3.
+        let three = keyed.try_acquire(&3).unwrap();
+        assert_eq!(keyed.live_keys(), 2);
+        assert!(keyed.key_metrics(&2).is_none());
+        // 1 and 3 busy: 4 goes to the fallback key.
+        let four = keyed.try_acquire(&4).unwrap();
+        assert_eq!(four.key_bulkhead().name(), "k/0");
+        assert!(matches!(keyed.try_acquire(&5), Err(KeyedFull::Key(_))));
+        drop((one, three, four));
+        assert_eq!(keyed.evict_idle(), 2);
+    }
+}
