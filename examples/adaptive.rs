@@ -27,9 +27,15 @@
 //! | B     | 8 s  | 2 s     | 8        |
 //! | C     | 20 s | 50 ms   | 16       |
 //!
+//! Each contender also stands for a service with a fixed pool of 32 workers (as the overload
+//! demo's servlet-style service): a call holds a worker from its arrival until it is
+//! rejected or answered (so waiting for a slot pins a worker, R-RES-BH-1), and a `/health`
+//! probe every 20 ms needs a worker for an instant. The probe's latency is the time to get
+//! a worker: the service's `/health` latency, as in the overload demo, without the HTTP.
+//!
 //! It prints a Markdown table per phase (goodput, p50/p99 of admitted calls, timeouts,
-//! rejected calls), the time each contender took to adapt after each step, and writes an
-//! SVG of limits and latency over time.
+//! rejected calls, `/health` p99), the time each contender took to adapt after each step,
+//! and writes an SVG of limits and latency over time.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -55,6 +61,10 @@ const RATE_PER_SEC: u64 = 100;
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(3);
 const MAX_WAIT: Duration = Duration::from_millis(100);
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+/// Workers of each contender's service (the overload demo's service has 32).
+const WORKERS: usize = 32;
+/// One `/health` probe per contender per tick.
+const PROBE_EVERY: Duration = Duration::from_millis(20);
 
 fn phase_at(t: Duration) -> usize {
     PHASES.iter().rposition(|(start, _, _)| t >= *start).unwrap_or(0)
@@ -145,6 +155,13 @@ struct Contender {
     calls: Mutex<Vec<(Duration, Duration, Result3)>>,
     /// (offset, limit or None, in flight) every 100 ms.
     trace: Mutex<Vec<(Duration, Option<usize>, usize)>>,
+    /// (offset, busy workers) every 100 ms.
+    busy: Mutex<Vec<(Duration, usize)>>,
+    /// The service's worker pool: a call holds one from arrival to its end, a `/health`
+    /// probe for an instant.
+    workers: Arc<tokio::sync::Semaphore>,
+    /// (start offset, time to get a worker) of every `/health` probe.
+    health: Mutex<Vec<(Duration, Duration)>>,
 }
 
 impl Contender {
@@ -320,6 +337,9 @@ async fn contenders(start: Instant) -> Vec<Arc<Contender>> {
             in_flight: AtomicUsize::new(0),
             calls: Mutex::new(Vec::new()),
             trace: Mutex::new(Vec::new()),
+            busy: Mutex::new(Vec::new()),
+            workers: Arc::new(tokio::sync::Semaphore::new(WORKERS)),
+            health: Mutex::new(Vec::new()),
         }));
     }
     out
@@ -409,7 +429,26 @@ fn main() {
                             c.limit(),
                             c.in_flight.load(Ordering::Relaxed),
                         ));
+                        let busy = WORKERS - c.workers.available_permits();
+                        c.busy.lock().unwrap().push((t, busy));
                     }
+                }
+            });
+        }
+        // The /health probers: open loop, one probe per tick, whatever the previous ones do.
+        for c in &contenders {
+            let c = Arc::clone(c);
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval_at(start.into(), PROBE_EVERY);
+                while start.elapsed() < RUN {
+                    tick.tick().await;
+                    let c = Arc::clone(&c);
+                    tokio::spawn(async move {
+                        let (t, began) = (start.elapsed(), Instant::now());
+                        let worker = c.workers.acquire().await.expect("the pool is never closed");
+                        drop(worker); // answering /health takes no time
+                        c.health.lock().unwrap().push((t, began.elapsed()));
+                    });
                 }
             });
         }
@@ -424,7 +463,9 @@ fn main() {
                 tasks.push(tokio::spawn(async move {
                     let t = start.elapsed();
                     let began = Instant::now();
+                    let worker = c.workers.acquire().await.expect("the pool is never closed");
                     let result = c.call().await;
+                    drop(worker);
                     c.calls.lock().unwrap().push((t, began.elapsed(), result));
                 }));
             }
@@ -435,8 +476,10 @@ fn main() {
         contenders
     });
 
-    println!("Load: {RATE_PER_SEC} calls/s per contender, open loop; client timeout {} ms; max wait {} ms; run {} s.\n",
+    println!("Load: {RATE_PER_SEC} calls/s per contender, open loop; client timeout {} ms; max wait {} ms; run {} s.",
         CLIENT_TIMEOUT.as_millis(), MAX_WAIT.as_millis(), RUN.as_secs());
+    println!("Service per contender: {WORKERS} workers; /health probed every {} ms (its latency: the wait for a worker); busy workers sampled every {} ms.\n",
+        PROBE_EVERY.as_millis(), SAMPLE_EVERY.as_millis());
     for (p, (from, latency, capacity)) in PHASES.iter().enumerate() {
         let until = PHASES.get(p + 1).map_or(RUN, |next| next.0);
         let secs = (until - *from).as_secs_f64();
@@ -449,9 +492,10 @@ fn main() {
             capacity
         );
         println!(
-            "| contender | goodput (ok/s) | p50 ms | p99 ms | timeouts | rejected | mean limit |"
+            "| contender | goodput (ok/s) | p50 ms | p99 ms | timeouts | rejected | mean limit \
+             | /health p99 µs | peak busy workers |"
         );
-        println!("|---|---:|---:|---:|---:|---:|---:|");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         for c in &contenders {
             let calls = c.calls.lock().unwrap();
             let in_phase: Vec<_> =
@@ -476,15 +520,35 @@ fn main() {
             } else {
                 format!("{:.1}", limits.iter().sum::<usize>() as f64 / limits.len() as f64)
             };
+            let mut health: Vec<Duration> = c
+                .health
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(t, _)| *t >= *from && *t < until)
+                .map(|(_, d)| *d)
+                .collect();
+            health.sort();
+            let peak_busy = c
+                .busy
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(t, _)| *t >= *from && *t < until)
+                .map(|(_, n)| *n)
+                .max()
+                .unwrap_or(0);
             println!(
-                "| {} | {:.1} | {} | {} | {} | {} | {} |",
+                "| {} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
                 c.name,
                 ok as f64 / secs,
                 ms(percentile(&admitted, 50.0)),
                 ms(percentile(&admitted, 99.0)),
                 failed,
                 rejected,
-                mean_limit
+                mean_limit,
+                percentile(&health, 99.0).as_micros(),
+                peak_busy
             );
         }
         println!();

@@ -67,6 +67,15 @@ impl Downstream {
         self.counters.peak_in_flight.load(Ordering::Relaxed)
     }
 
+    /// Starts counting afresh (peak and answered), for a run whose first burst is not
+    /// measured.
+    pub fn reset_counters(&self) {
+        let c = &self.counters;
+        // Relaxed: statistics read after the run; the caller resets while nothing is in flight.
+        c.peak_in_flight.store(c.in_flight.load(Ordering::Relaxed), Ordering::Relaxed);
+        c.served.store(0, Ordering::Relaxed); // Relaxed: as above
+    }
+
     /// Requests answered so far.
     pub fn served(&self) -> usize {
         self.counters.served.load(Ordering::Relaxed)

@@ -2,7 +2,7 @@
 //! turns slow.
 //!
 //! ```text
-//! cargo run --release --example overload              # about 25 s
+//! cargo run --release --example overload              # about 30 s
 //! cargo run --release --example overload -- --svg out.svg
 //! ```
 //!
@@ -18,10 +18,15 @@
 //!   (open loop: a new probe each tick, whatever the previous ones are doing). Clients give
 //!   up after 10 s.
 //!
-//! The same burst runs three times: with no bulkhead; with
+//! The same burst runs five times: with no bulkhead; with
 //! `Bulkhead::new("downstream", BulkheadConfig::for_pool(20))` around the downstream call
-//! (16 calls, the guide's 100 ms max wait) mapping `BulkheadFull` to `503`; and with 16 calls
-//! and no wait at all. It prints a side-by-side table and writes an SVG chart of `/health`
+//! (16 calls, the guide's 100 ms max wait) mapping `BulkheadFull` to `503`; with 16 calls
+//! and no wait at all; and twice with an `AdaptiveBulkhead` (AIMD, cap 16 = `for_pool(20)`'s,
+//! min 4, a call slower than 1 s counts as a failure): once cold, and once after it has seen
+//! an identical burst 3 s earlier. The cold one decides the burst with its starting limit (16):
+//! all 150 requests arrive at once and the first sample comes back 2 s later, when every one
+//! of them is already admitted or refused. The warmed one has learnt from the first burst's
+//! 16 slow calls. It prints a side-by-side table and writes an SVG chart of `/health`
 //! latency and busy workers over time. The numbers are whatever this run measured.
 
 mod downstream;
@@ -34,11 +39,14 @@ use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use bulkhead::adaptive::{AdaptiveBulkhead, Aimd};
 use bulkhead::{Bulkhead, BulkheadConfig};
 
 use downstream::Downstream;
 use load::{Prober, Sample};
-use service::{Service, ServiceConfig};
+use service::{Guard, Service, ServiceConfig};
 
 /// The downstream's answer time.
 const DOWNSTREAM_LATENCY: Duration = Duration::from_secs(2);
@@ -64,6 +72,23 @@ const TAIL: Duration = Duration::from_millis(400);
 const RUN_DEADLINE: Duration = Duration::from_secs(30);
 /// The whole demo is aborted if it has not finished by then (it should take ~30 s).
 const WATCHDOG: Duration = Duration::from_secs(90);
+/// The adaptive columns: AIMD counts a call slower than this as a failure (the payment
+/// provider normally answers in well under a second).
+const ADAPTIVE_TIMEOUT: Duration = Duration::from_secs(1);
+/// The adaptive columns' lowest limit.
+const ADAPTIVE_MIN: usize = 4;
+
+/// How the downstream call is protected in one run.
+#[derive(Clone)]
+enum Protection {
+    None,
+    Static(BulkheadConfig),
+    /// An adaptive bulkhead; `warm`: an identical burst runs first (not measured), so the
+    /// measured burst meets the limit it learnt.
+    Adaptive {
+        warm: bool,
+    },
+}
 
 /// One way of protecting the downstream call.
 struct Scenario {
@@ -71,7 +96,7 @@ struct Scenario {
     label: &'static str,
     /// How the column's bulkhead is built, shown under the table.
     description: &'static str,
-    bulkhead: Option<BulkheadConfig>,
+    protection: Protection,
 }
 
 /// What one run measured.
@@ -92,6 +117,10 @@ struct RunResult {
     /// Seconds from the burst start until every worker was free again (None: not by the
     /// run's deadline).
     idle_at: Option<f64>,
+    /// The adaptive limit when the measured burst starts and once the run is over.
+    limits: Option<(usize, usize)>,
+    /// The unmeasured first burst of a warmed run: (200 ok, 503 rejected).
+    warm_up: Option<(usize, usize)>,
     run_time: Duration,
 }
 
@@ -105,23 +134,69 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             label: "no bulkhead",
             description: "the downstream call is made directly",
-            bulkhead: None,
+            protection: Protection::None,
         },
         Scenario {
             label: "for_pool(20)",
             description: "BulkheadConfig::for_pool(20): 16 calls, max wait 100 ms (the guide's)",
-            bulkhead: Some(BulkheadConfig::for_pool(POOL_SIZE)),
+            protection: Protection::Static(BulkheadConfig::for_pool(POOL_SIZE)),
         },
         Scenario {
             label: "16, no wait",
             description: "16 calls, max wait 0: a full bulkhead refuses at once",
-            bulkhead: Some(fail_fast),
+            protection: Protection::Static(fail_fast),
+        },
+        Scenario {
+            label: "adaptive",
+            description: "AdaptiveBulkhead over for_pool(20): AIMD, limit 4..=16, a call over 1 s \
+                          is a failure; starts at 16",
+            protection: Protection::Adaptive { warm: false },
+        },
+        Scenario {
+            label: "adaptive, 2nd",
+            description: "the same, measured on a second burst, 3 s after an identical first \
+                          one it learnt from",
+            protection: Protection::Adaptive { warm: true },
         },
     ]
 }
 
+fn adaptive_bulkhead() -> AdaptiveBulkhead {
+    let aimd = Aimd::new(Aimd::DEFAULT_BACKOFF_RATIO, ADAPTIVE_TIMEOUT)
+        .expect("Netflix's backoff ratio and a 1 s timeout are valid");
+    AdaptiveBulkhead::builder("downstream", BulkheadConfig::for_pool(POOL_SIZE))
+        .algorithm(aimd)
+        .min_limit(ADAPTIVE_MIN)
+        .build()
+        .expect("min 4, max 16 is a valid adaptive config")
+}
+
+/// Waits until the service has been idle for 100 ms in a row (bounded by `RUN_DEADLINE`).
+fn wait_idle(service: &Service) {
+    let deadline = Instant::now() + RUN_DEADLINE;
+    let mut idle_since: Option<Instant> = None;
+    while Instant::now() < deadline {
+        if service.is_idle() {
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= Duration::from_millis(100) {
+                return;
+            }
+        } else {
+            idle_since = None;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn run(scenario: &Scenario) -> std::io::Result<RunResult> {
     let started = Instant::now();
+    let guard = match &scenario.protection {
+        Protection::None => None,
+        Protection::Static(config) => {
+            Some(Guard::Static(Arc::new(Bulkhead::new("downstream", config.clone()))))
+        }
+        Protection::Adaptive { .. } => Some(Guard::Adaptive(Arc::new(adaptive_bulkhead()))),
+    };
     let downstream = Downstream::start(DOWNSTREAM_LATENCY)?;
     let service = Service::start(ServiceConfig {
         workers: WORKERS,
@@ -131,9 +206,26 @@ fn run(scenario: &Scenario) -> std::io::Result<RunResult> {
         downstream_timeout: DOWNSTREAM_LATENCY * 3,
         socket_timeout: Duration::from_secs(5),
         downstream: downstream.addr(),
-        bulkhead: scenario.bulkhead.clone().map(|config| Bulkhead::new("downstream", config)),
+        bulkhead: guard.clone(),
     })?;
     let addr = service.addr();
+    let warm_up = if matches!(scenario.protection, Protection::Adaptive { warm: true }) {
+        let pays = load::burst(addr, BURST, CLIENT_TIMEOUT, Instant::now() + LEAD_IN);
+        wait_idle(&service);
+        service.reset_counters();
+        downstream.reset_counters();
+        Some((
+            pays.iter().filter(|s| s.outcome == Ok(200)).count(),
+            pays.iter().filter(|s| s.outcome == Ok(503)).count(),
+        ))
+    } else {
+        None
+    };
+    let adaptive_limit = || match &guard {
+        Some(Guard::Adaptive(bulkhead)) => Some(bulkhead.limit()),
+        _ => None,
+    };
+    let limit_at_burst = adaptive_limit();
     let origin = Instant::now() + LEAD_IN;
     let prober = Prober::start(addr, PROBE_INTERVAL, CLIENT_TIMEOUT, origin);
     let burst = thread::spawn(move || load::burst(addr, BURST, CLIENT_TIMEOUT, origin));
@@ -179,6 +271,8 @@ fn run(scenario: &Scenario) -> std::io::Result<RunResult> {
         downstream_served: downstream.served(),
         rejections: service.rejection_times(),
         idle_at: tail_until.and(idle_since).map(since),
+        limits: limit_at_burst.zip(adaptive_limit()),
+        warm_up,
         run_time: Duration::ZERO,
     };
     service.stop();
@@ -233,7 +327,13 @@ fn main() {
          answer.\n\"time to a 503\" is what the client saw (it includes waiting for a free \
          worker);\n\"bulkhead refusal\" is the time from entering Bulkhead::call to its \
          BulkheadFull, in the service.\nA /pay whose client gave up still occupies a worker \
-         and a downstream call when its turn comes."
+         and a downstream call when its turn comes.\n\"adaptive\" decides the burst with its \
+         starting limit: all {BURST} requests arrive at once and the first sample comes back \
+         {DOWNSTREAM_LATENCY:?} later,\nwhen each is already admitted or refused. \
+         \"adaptive, 2nd\" meets the limit AIMD learnt from the first burst's slow calls \
+         (over {ADAPTIVE_TIMEOUT:?}: failures).\nThis downstream is as slow at 1 call as at \
+         20, so a lower limit buys free workers, not faster calls: see examples/adaptive.rs \
+         for a downstream whose latency steps."
     );
     println!("\ntotal run time: {:.1} s", started.elapsed().as_secs_f64());
 

@@ -95,6 +95,11 @@ pub fn table(results: &[RunResult], timeout: Duration, workers: usize, pool: usi
     row("time to a 503, p99 (client)", &|r| fmt_percentile(&to_503(r), 99.0, timeout));
     row("bulkhead refusal p50 (in service)", &|r| fmt_percentile(&refusals(r), 50.0, timeout));
     row("bulkhead refusal p99 (in service)", &|r| fmt_percentile(&refusals(r), 99.0, timeout));
+    row("adaptive limit at the burst start", &|r| r.limits.map_or("-".into(), |l| l.0.to_string()));
+    row("adaptive limit at the end", &|r| r.limits.map_or("-".into(), |l| l.1.to_string()));
+    row("first burst (not measured) 200/503", &|r| {
+        r.warm_up.map_or("-".into(), |(ok, rejected)| format!("{ok} / {rejected}"))
+    });
     row(&format!("peak busy workers (of {workers})"), &|r| r.peak_busy.to_string());
     row("peak workers waiting for a conn.", &|r| r.peak_pool_waiters.to_string());
     row(&format!("peak downstream calls (pool {pool})"), &|r| r.downstream_peak.to_string());
@@ -128,7 +133,7 @@ pub fn table(results: &[RunResult], timeout: Duration, workers: usize, pool: usi
     out
 }
 
-const COLORS: [&str; 4] = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd"];
+const COLORS: [&str; 5] = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e"];
 
 fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")

@@ -3,8 +3,8 @@
 //! at once; `/pay` calls the slow downstream through a real HTTP client (ureq) whose
 //! connection pool holds 20 connections. When all 20 are out, a caller WAITS for one up to
 //! the pool's acquire timeout, as HikariCP or Apache HttpClient make it wait: that wait is
-//! what pins the workers (R-RES-BH-1). Optionally the downstream call runs inside a bulkhead,
-//! and a full bulkhead becomes an immediate `503`.
+//! what pins the workers (R-RES-BH-1). Optionally the downstream call runs inside a bulkhead
+//! (static or adaptive), and a full bulkhead becomes an immediate `503`.
 
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -14,6 +14,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use bulkhead::adaptive::{AdaptiveBulkhead, Outcome};
 use bulkhead::Bulkhead;
 
 use crate::http;
@@ -35,8 +36,17 @@ pub struct ServiceConfig {
     pub socket_timeout: Duration,
     /// The downstream's address.
     pub downstream: SocketAddr,
-    /// `None`: the downstream call is made directly. `Some`: it runs inside `Bulkhead::call`.
-    pub bulkhead: Option<Bulkhead>,
+    /// `None`: the downstream call is made directly. `Some`: it runs inside the bulkhead's
+    /// `call` (`call_classified` for an adaptive one).
+    pub bulkhead: Option<Guard>,
+}
+
+/// The bulkhead around the downstream call.
+#[derive(Clone)]
+pub enum Guard {
+    Static(Arc<Bulkhead>),
+    /// Records every admitted call's latency and outcome (a non-200 answer is a failure).
+    Adaptive(Arc<AdaptiveBulkhead>),
 }
 
 /// The HTTP client's connection limit: ureq caps *idle* connections only, so the cap on
@@ -89,7 +99,7 @@ impl Drop for PoolLease<'_> {
 }
 
 struct Shared {
-    bulkhead: Option<Bulkhead>,
+    bulkhead: Option<Guard>,
     agent: ureq::Agent,
     pool: ConnectionPool,
     url: String,
@@ -184,6 +194,18 @@ impl Service {
         self.shared.pool.lock().peak_waiting
     }
 
+    /// Starts the peaks and the rejection log afresh, for a run whose first burst is not
+    /// measured.
+    pub fn reset_counters(&self) {
+        let s = &self.shared;
+        // Relaxed: statistics read after the run; the caller resets while the service is idle.
+        s.peak_busy.store(s.busy.load(Ordering::Relaxed), Ordering::Relaxed);
+        let mut pool = s.pool.lock();
+        pool.peak_waiting = pool.waiting;
+        drop(pool);
+        s.rejections.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+
     /// Server-side decision times of every `BulkheadFull`.
     pub fn rejection_times(&self) -> Vec<Duration> {
         self.shared.rejections.lock().unwrap_or_else(PoisonError::into_inner).clone()
@@ -257,7 +279,14 @@ fn handle(mut conn: TcpStream, shared: &Shared) {
 fn pay(shared: &Shared) -> (u16, &'static str) {
     let Some(bulkhead) = &shared.bulkhead else { return call_downstream(shared) };
     let entered = Instant::now();
-    match bulkhead.call(|| call_downstream(shared)) {
+    let answer = match bulkhead {
+        Guard::Static(bulkhead) => bulkhead.call(|| call_downstream(shared)),
+        Guard::Adaptive(bulkhead) => bulkhead.call_classified(
+            || call_downstream(shared),
+            |&(status, _)| if status == 200 { Outcome::Success } else { Outcome::Failure },
+        ),
+    };
+    match answer {
         Ok(answer) => answer,
         Err(_full) => {
             let decided = entered.elapsed();
