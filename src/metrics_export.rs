@@ -657,8 +657,9 @@ pub const KEYED_OTHER_KEYS: &str = "bulkhead_keyed_other_keys";
 /// metrics::with_local_recorder(&recorder, || series.record(&tenants));
 /// let text = recorder.handle().render();
 /// assert!(text.contains(r#"bulkhead_in_flight_calls{name="api",key="7"} 3"#));
-/// assert!(text.contains(r#"bulkhead_in_flight_calls{name="api",key="other"} 4"#));
-/// assert!(text.contains(r#"bulkhead_keyed_other_keys{name="api"} 4"#));
+/// // 7 keys live: 7, then one of the six keys with one call; the other five summed.
+/// assert!(text.contains(r#"bulkhead_in_flight_calls{name="api",key="other"} 5"#));
+/// assert!(text.contains(r#"bulkhead_keyed_other_keys{name="api"} 5"#));
 ///
 /// // Tenant 7 goes quiet, 12 gets busy: 7's series drops to zero, 12 gets its own.
 /// drop(busy);
