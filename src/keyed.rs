@@ -88,8 +88,16 @@ pub struct KeyedBulkhead<K> {
     /// `max_keys`.
     fallback: Option<(K, Arc<Bulkhead>)>,
     total: Option<Bulkhead>,
-    /// The live keys. An entry whose `Arc` only the map holds is idle (see the module docs).
-    keys: Mutex<HashMap<K, Arc<Bulkhead>>>,
+    /// The live keys, and whether [`close`](KeyedBulkhead::close) ran.
+    keys: Mutex<Keys<K>>,
+}
+
+/// The map of live keys, and the closed flag under the same lock, so a key created after
+/// [`KeyedBulkhead::close`] is created closed.
+struct Keys<K> {
+    /// An entry whose `Arc` only the map holds is idle (see the module docs).
+    map: HashMap<K, Arc<Bulkhead>>,
+    closed: bool,
 }
 
 /// The default bound on live keys: 1 024.
@@ -110,6 +118,12 @@ impl<K> KeyedBulkheadBuilder<K>
 where
     K: Eq + Hash + Clone + fmt::Display,
 {
+    /// The same builder under another name (the registry names what it builds).
+    pub(crate) fn named(mut self, name: &str) -> Self {
+        name.clone_into(&mut self.name);
+        self
+    }
+
     /// The configuration of every key without an override (default:
     /// [`BulkheadConfig::default`]).
     pub fn default_config(mut self, config: BulkheadConfig) -> Self {
@@ -227,7 +241,7 @@ where
             overrides: self.overrides,
             max_keys: self.max_keys,
             fallback: None,
-            keys: Mutex::new(HashMap::new()),
+            keys: Mutex::new(Keys { map: HashMap::new(), closed: false }),
         };
         if let Some(key) = self.fallback {
             let bulkhead = Arc::new(keyed.new_bulkhead(&key));
@@ -241,6 +255,81 @@ impl<K> KeyedBulkhead<K> {
     /// The keyed bulkhead's name (also the total's name).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Closes the keyed bulkhead for a graceful shutdown: every live key, the fallback key
+    /// and the total ([`Bulkhead::close`]); a key created afterwards is created closed. Every
+    /// new call is refused with [`RejectReason::Closed`]; calls in flight finish. Returns
+    /// `true` if this call closed it, `false` if it was already closed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{RejectReason, keyed::KeyedBulkhead};
+    /// let tenants = KeyedBulkhead::<u32>::builder("api").build()?;
+    /// let in_flight = tenants.try_acquire(&1)?;
+    /// assert!(tenants.close());
+    /// assert!(!tenants.close(), "already closed");
+    /// assert!(tenants.is_closed());
+    /// // A live key and a key created after the close both refuse.
+    /// assert_eq!(tenants.try_acquire(&1).unwrap_err().reason(), Some(RejectReason::Closed));
+    /// assert_eq!(tenants.try_acquire(&2).unwrap_err().reason(), Some(RejectReason::Closed));
+    /// assert!(!tenants.wait_drained(Duration::ZERO), "a call is still in flight");
+    /// drop(in_flight);
+    /// assert!(tenants.wait_drained(Duration::from_secs(1)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn close(&self) -> bool {
+        let live: Vec<Arc<Bulkhead>> = {
+            let mut keys = self.keys.lock();
+            if keys.closed {
+                return false;
+            }
+            // Set under the map's lock: a key created after this sees it and is closed.
+            keys.closed = true;
+            keys.map.values().cloned().collect()
+        };
+        for bulkhead in live.iter().chain(self.fallback.as_ref().map(|(_, b)| b)) {
+            bulkhead.close();
+        }
+        if let Some(total) = &self.total {
+            total.close();
+        }
+        true
+    }
+
+    /// Whether [`close`](Self::close) ran.
+    pub fn is_closed(&self) -> bool {
+        self.keys.lock().closed
+    }
+
+    /// After [`close`](Self::close), waits until no call is in flight on any key (nor on the
+    /// total), for at most `timeout` in all. Returns `true` if it is drained; `false` at
+    /// once if it is not closed (unlike [`Bulkhead::wait_drained`], it does not wait for
+    /// another thread to close it).
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread for up to `timeout`.
+    ///
+    /// # Panics
+    ///
+    /// As [`Bulkhead::wait_drained`]: if it would wait on a thread that polls async tasks.
+    #[must_use = "false means calls were still in flight when the timeout passed"]
+    pub fn wait_drained(&self, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now().checked_add(timeout);
+        let left =
+            || deadline.map_or(timeout, |d| d.saturating_duration_since(std::time::Instant::now()));
+        let mut all: Vec<Arc<Bulkhead>> = {
+            let keys = self.keys.lock();
+            if !keys.closed {
+                return false;
+            }
+            keys.map.values().cloned().collect()
+        };
+        all.extend(self.fallback.as_ref().map(|(_, b)| Arc::clone(b)));
+        // Key slots are released before the total's: the keys drain first.
+        all.iter().all(|bulkhead| bulkhead.wait_drained(left()))
+            && self.total.as_ref().map_or(true, |total| total.wait_drained(left()))
     }
 }
 
@@ -291,22 +380,27 @@ where
                 return Ok(Arc::clone(bulkhead));
             }
         }
-        let mut keys = self.keys.lock();
+        let mut guard = self.keys.lock();
+        let Keys { map: keys, closed } = &mut *guard;
         if let Some(bulkhead) = keys.get(key) {
             // Cloned under the lock: eviction, which also holds it, sees this clone.
             return Ok(Arc::clone(bulkhead));
         }
         if keys.len() >= self.max_keys {
-            evict_idle(&mut keys);
+            evict_idle(keys);
         }
         if keys.len() >= self.max_keys {
-            drop(keys);
+            drop(guard);
             return match &self.fallback {
                 Some((_, bulkhead)) => Ok(Arc::clone(bulkhead)),
                 None => Err(self.too_many_keys(key)),
             };
         }
         let bulkhead = Arc::new(self.new_bulkhead(key));
+        if *closed {
+            // Closed before this key was created: it refuses as the others do.
+            bulkhead.close();
+        }
         keys.insert(key.clone(), Arc::clone(&bulkhead));
         Ok(bulkhead)
     }
@@ -470,7 +564,7 @@ where
                 return Some(bulkhead.metrics());
             }
         }
-        self.keys.lock().get(key).map(|bulkhead| bulkhead.metrics())
+        self.keys.lock().map.get(key).map(|bulkhead| bulkhead.metrics())
     }
 
     /// The bulkhead of `key`, if it is live (or is the fallback key), to register listeners,
@@ -491,7 +585,7 @@ where
                 return Some(Arc::clone(bulkhead));
             }
         }
-        self.keys.lock().get(key).map(Arc::clone)
+        self.keys.lock().map.get(key).map(Arc::clone)
     }
 
     /// How many keys are live (the fallback key not counted).
@@ -506,13 +600,13 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn live_keys(&self) -> usize {
-        self.keys.lock().len()
+        self.keys.lock().map.len()
     }
 
     /// Evicts every idle key now (nothing in flight, nobody waiting); returns how many. A
     /// full map does this by itself when a new key arrives; call it to return memory sooner.
     pub fn evict_idle(&self) -> usize {
-        evict_idle(&mut self.keys.lock())
+        evict_idle(&mut self.keys.lock().map)
     }
 
     /// Metrics with a bounded number of labels: the `cap` live keys with the most calls in
@@ -536,7 +630,7 @@ where
     pub fn metrics(&self, cap: usize) -> KeyedMetrics<K> {
         let mut all: Vec<(K, BulkheadMetrics)> = {
             let keys = self.keys.lock();
-            keys.iter().map(|(key, bulkhead)| (key.clone(), bulkhead.metrics())).collect()
+            keys.map.iter().map(|(key, bulkhead)| (key.clone(), bulkhead.metrics())).collect()
         };
         if let Some((key, bulkhead)) = &self.fallback {
             all.push((key.clone(), bulkhead.metrics()));
@@ -607,7 +701,7 @@ impl<K: fmt::Debug> fmt::Debug for KeyedBulkhead<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedBulkhead")
             .field("name", &self.name)
-            .field("live_keys", &self.keys.lock().len())
+            .field("live_keys", &self.keys.lock().map.len())
             .field("max_keys", &self.max_keys)
             .field("total", &self.total)
             .finish()

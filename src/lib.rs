@@ -80,6 +80,7 @@ pub mod file;
 mod future;
 mod global;
 pub mod keyed;
+mod keyed_registry;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod keyed_tower;

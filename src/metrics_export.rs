@@ -607,6 +607,134 @@ impl fmt::Debug for InstrumentedBulkhead {
     }
 }
 
+/// The `key` label of the series that sums every key outside the busiest `cap`
+/// ([`KeyedSeries`]).
+pub const OTHER_KEYS: &str = "other";
+/// Gauge: how many live keys the `key="other"` series sums ([`KeyedSeries`]).
+pub const KEYED_OTHER_KEYS: &str = "bulkhead_keyed_other_keys";
+
+/// Exports a [`KeyedBulkhead`](crate::keyed::KeyedBulkhead)'s per-key gauges with bounded
+/// label cardinality: at each [`record`](Self::record), the `cap` busiest live keys (most
+/// calls in flight, then waiting: [`KeyedBulkhead::metrics`](crate::keyed::KeyedBulkhead::metrics))
+/// each get a series labelled `name` (the keyed bulkhead's) and `key` (the key's
+/// `Display`), and every other live key is summed into one series labelled
+/// `key="other"` ([`OTHER_KEYS`]). So at most `cap + 1` series per gauge are updated, however
+/// many tenants there are.
+///
+/// The gauges are [`AVAILABLE_CONCURRENT_CALLS`], [`MAX_ALLOWED_CONCURRENT_CALLS`],
+/// [`IN_FLIGHT_CALLS`] and [`WAITING_CALLS`]; [`KEYED_OTHER_KEYS`] (label `name`) says how
+/// many keys `other` sums. The shared total, if any, is exported as a plain bulkhead
+/// ([`record`], label `name` only, its counters too if enabled on it).
+///
+/// **A key that leaves the top `cap`** (it got quieter, or was evicted): the `metrics`
+/// facade cannot delete a series, so the next `record` sets that key's gauges to **zero
+/// once** (its calls now count in `other`, or it has none) and then stops updating them.
+/// Every key that was ever among the top `cap` thus keeps a series in the recorder, at
+/// zero, until the exporter drops it: with the Prometheus exporter, set
+/// `PrometheusBuilder::idle_timeout` (for gauges) to have series that stopped updating
+/// removed, which is what keeps the number of series bounded over time. Per-key counters
+/// are not exported: a key's bulkhead is recreated after an eviction, so its counts would
+/// restart; count calls on the total, or with a listener on
+/// [`KeyedBulkhead::key_bulkhead`](crate::keyed::KeyedBulkhead::key_bulkhead).
+///
+/// A key whose `Display` is `"other"` shares the aggregate's label: pick keys that cannot
+/// print so (or prefix them).
+///
+/// # Examples
+///
+/// ```
+/// use bulkhead::keyed::KeyedBulkhead;
+/// use bulkhead::metrics_export::KeyedSeries;
+///
+/// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+/// let tenants = KeyedBulkhead::<u32>::builder("api").build()?;
+/// let series = KeyedSeries::new(2);
+///
+/// let busy: Vec<_> = (0..3).map(|_| tenants.try_acquire(&7).unwrap()).collect();
+/// let _one = tenants.try_acquire(&1)?;
+/// let quiet: Vec<_> = (10..15).map(|t| tenants.try_acquire(&t).unwrap()).collect();
+/// // In the scrape handler:
+/// metrics::with_local_recorder(&recorder, || series.record(&tenants));
+/// let text = recorder.handle().render();
+/// assert!(text.contains(r#"bulkhead_in_flight_calls{name="api",key="7"} 3"#));
+/// // 7 keys live: 7, then one of the six keys with one call; the other five summed.
+/// assert!(text.contains(r#"bulkhead_in_flight_calls{name="api",key="other"} 5"#));
+/// assert!(text.contains(r#"bulkhead_keyed_other_keys{name="api"} 5"#));
+///
+/// // Tenant 7 goes quiet, 12 gets busy: 7's series drops to zero, 12 gets its own.
+/// drop(busy);
+/// let _busy12: Vec<_> = (0..2).map(|_| tenants.try_acquire(&12).unwrap()).collect();
+/// metrics::with_local_recorder(&recorder, || series.record(&tenants));
+/// let text = recorder.handle().render();
+/// assert!(text.contains(r#"bulkhead_in_flight_calls{name="api",key="7"} 0"#));
+/// assert!(text.contains(r#"bulkhead_in_flight_calls{name="api",key="12"} 3"#));
+/// # drop(quiet);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct KeyedSeries {
+    cap: usize,
+    /// The `key` labels given their own series at the previous `record` (at most `cap`).
+    exported: Mutex<Vec<String>>,
+}
+
+impl KeyedSeries {
+    /// Series for at most `cap` keys of their own (plus `other`) per gauge.
+    pub fn new(cap: usize) -> Self {
+        KeyedSeries { cap, exported: Mutex::new(Vec::new()) }
+    }
+
+    /// The cap given to [`new`](Self::new).
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// Sets the gauges of `keyed`'s `cap` busiest keys, of `other`, of the total (if any),
+    /// and zero once for every key exported last time that is no longer among them, in the
+    /// current recorder. Call it right before rendering, as [`collect`]. Use one
+    /// `KeyedSeries` per keyed bulkhead: it remembers which keys it exported.
+    pub fn record<K>(&self, keyed: &crate::keyed::KeyedBulkhead<K>)
+    where
+        K: Eq + core::hash::Hash + Clone + fmt::Display,
+    {
+        let name = keyed.name();
+        let snapshot = keyed.metrics(self.cap);
+        let now: Vec<String> = snapshot.keys.iter().map(|(key, _)| key.to_string()).collect();
+        for (label, (_, m)) in now.iter().zip(&snapshot.keys) {
+            keyed_gauges(name, label, m.available, m.max_allowed, m.in_flight, m.waiting);
+        }
+        let o = &snapshot.others;
+        keyed_gauges(name, OTHER_KEYS, o.available, o.max_allowed, o.in_flight, o.waiting);
+        gauge!(KEYED_OTHER_KEYS, "name" => name.to_owned()).set(snapshot.other_keys as f64);
+        let mut exported = self.exported.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for gone in exported.iter().filter(|label| !now.contains(label)) {
+            keyed_gauges(name, gone, 0, 0, 0, 0);
+        }
+        *exported = now;
+        drop(exported);
+        if let Some(total) = keyed.total() {
+            record(total);
+        }
+    }
+}
+
+/// Sets one keyed series' gauges. Values are at most 2^30 - 1 per key, summed over at most
+/// `max_keys` keys: exact in an f64 below 2^53.
+fn keyed_gauges(
+    name: &str,
+    key: &str,
+    available: usize,
+    max_allowed: usize,
+    in_flight: usize,
+    waiting: usize,
+) {
+    let labels = [("name", name.to_owned()), ("key", key.to_owned())];
+    gauge!(AVAILABLE_CONCURRENT_CALLS, &labels).set(available as f64);
+    gauge!(MAX_ALLOWED_CONCURRENT_CALLS, &labels).set(max_allowed as f64);
+    gauge!(IN_FLIGHT_CALLS, &labels).set(in_flight as f64);
+    gauge!(WAITING_CALLS, &labels).set(waiting as f64);
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

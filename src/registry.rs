@@ -57,14 +57,16 @@ const DEFAULT_CONFIG: &str = "default";
 pub struct BulkheadRegistry {
     default_config: BulkheadConfig,
     registry_tags: BTreeMap<String, String>,
-    inner: RwLock<Inner>,
+    pub(crate) inner: RwLock<Inner>,
 }
 
 #[derive(Default)]
-struct Inner {
+pub(crate) struct Inner {
     /// Named configurations, without "default".
     configs: BTreeMap<String, BulkheadConfig>,
     entries: BTreeMap<String, Entry>,
+    /// Keyed bulkheads, by name (a namespace of their own): src/keyed_registry.rs.
+    pub(crate) keyed: BTreeMap<String, Arc<dyn crate::keyed_registry::AnyKeyed>>,
 }
 
 struct Entry {
@@ -93,6 +95,18 @@ pub enum RegistryError {
     ReservedConfigName,
     /// No configuration is registered under this name.
     UnknownConfig(String),
+    /// The keyed bulkhead `name` is registered with another key type
+    /// ([`BulkheadRegistry::keyed`]).
+    KeyTypeMismatch {
+        /// The keyed bulkhead's name.
+        name: String,
+        /// The key type it is registered with.
+        registered: &'static str,
+        /// The key type asked for.
+        requested: &'static str,
+    },
+    /// A keyed bulkhead's builder refused its configuration ([`BulkheadRegistry::keyed_with`]).
+    Config(crate::ConfigError),
 }
 
 impl fmt::Display for RegistryError {
@@ -105,6 +119,12 @@ impl fmt::Display for RegistryError {
             RegistryError::UnknownConfig(name) => {
                 write!(f, "no bulkhead configuration named '{name}'")
             }
+            RegistryError::KeyTypeMismatch { name, registered, requested } => write!(
+                f,
+                "the keyed bulkhead '{name}' is registered with keys of type {registered}, \
+                 not {requested}"
+            ),
+            RegistryError::Config(err) => write!(f, "{err}"),
         }
     }
 }
@@ -453,8 +473,9 @@ impl BulkheadRegistry {
         self.inner.read().entries.values().map(|e| Arc::clone(&e.bulkhead)).collect()
     }
 
-    /// Closes every registered bulkhead ([`Bulkhead::close`]) for a graceful shutdown, and
-    /// returns how many this call closed. Closed bulkheads stay registered (and closed):
+    /// Closes every registered bulkhead ([`Bulkhead::close`]) and keyed bulkhead
+    /// ([`KeyedBulkhead::close`](crate::keyed::KeyedBulkhead::close)) for a graceful
+    /// shutdown, and returns how many this call closed. Closed bulkheads stay registered (and closed):
     /// [`bulkhead`](Self::bulkhead) returns them as they are; [`remove`](Self::remove) one
     /// to have the next look-up build a fresh, open bulkhead.
     ///
@@ -474,11 +495,11 @@ impl BulkheadRegistry {
     /// # Ok::<(), bulkhead::BulkheadFull>(())
     /// ```
     pub fn close_all(&self) -> usize {
-        self.all().iter().filter(|bulkhead| bulkhead.close()).count()
+        self.all().iter().filter(|bulkhead| bulkhead.close()).count() + self.close_all_keyed()
     }
 
-    /// Waits until every registered bulkhead is closed and drained, for at most `timeout`
-    /// in all. Returns `true` if they all are.
+    /// Waits until every registered bulkhead and keyed bulkhead is closed and drained, for
+    /// at most `timeout` in all. Returns `true` if they all are.
     ///
     /// # Blocking
     ///
@@ -490,11 +511,10 @@ impl BulkheadRegistry {
     /// As [`Bulkhead::wait_drained`]: if it would wait on a thread that polls async tasks.
     pub fn wait_drained(&self, timeout: std::time::Duration) -> bool {
         let deadline = std::time::Instant::now().checked_add(timeout);
-        self.all().iter().all(|bulkhead| {
-            let left = deadline
-                .map_or(timeout, |d| d.saturating_duration_since(std::time::Instant::now()));
-            bulkhead.wait_drained(left)
-        })
+        let left =
+            || deadline.map_or(timeout, |d| d.saturating_duration_since(std::time::Instant::now()));
+        self.all().iter().all(|bulkhead| bulkhead.wait_drained(left()))
+            && self.wait_drained_keyed(left)
     }
 
     /// The names of every registered bulkhead, sorted.

@@ -464,3 +464,69 @@ fn unbounded_async_wait_is_timed_when_observed() {
     let sum = sample(&text, &format!("bulkhead_wait_duration_seconds_sum{permitted}"));
     assert!(sum >= 0.005, "the unbounded wait was not timed: sum {sum}\n{text}");
 }
+
+/// The `key` labels rendered for `metric` under the keyed bulkhead `name`, with their values.
+fn keyed_samples(text: &str, metric: &str, name: &str) -> Vec<(String, f64)> {
+    let prefix = format!("{metric}{{name=\"{name}\",key=\"");
+    text.lines()
+        .filter_map(|line| line.strip_prefix(&prefix))
+        .map(|rest| {
+            let (key, value) = rest.split_once("\"} ").unwrap();
+            (key.to_owned(), value.trim().parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn keyed_series_bound_labels_sum_the_rest_and_zero_retired_keys() {
+    use bulkhead::keyed::KeyedBulkhead;
+    use metrics_export::{KeyedSeries, IN_FLIGHT_CALLS, KEYED_OTHER_KEYS, WAITING_CALLS};
+
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let tenants = KeyedBulkhead::<u32>::builder("tenants")
+        .default_config(config(8, Duration::ZERO))
+        .total(config(1000, Duration::ZERO))
+        .build()
+        .unwrap();
+    let series = KeyedSeries::new(3);
+    // 100 tenants: tenant t holds (t % 7) + 1 slots, so 6, 13, 20, ... hold 7, the most.
+    let mut held = Vec::new();
+    for t in 0..100u32 {
+        for _ in 0..=(t % 7) {
+            held.push(tenants.try_acquire(&t).unwrap());
+        }
+    }
+    let in_flight_all = held.len() as f64;
+    metrics::with_local_recorder(&recorder, || series.record(&tenants));
+    let text = render(&handle);
+    let rows = keyed_samples(&text, IN_FLIGHT_CALLS, "tenants");
+    assert_eq!(rows.len(), 4, "3 keys and other:\n{text}");
+    let (own, other): (Vec<_>, Vec<_>) = rows.iter().partition(|(key, _)| key != "other");
+    for (key, value) in &own {
+        assert_eq!(key.parse::<u32>().unwrap() % 7, 6, "{key} is not among the busiest");
+        assert_eq!(*value, 7.0);
+    }
+    assert_eq!(own.iter().map(|(_, v)| v).sum::<f64>() + other[0].1, in_flight_all);
+    assert_eq!(sample(&text, &format!("{KEYED_OTHER_KEYS}{{name=\"tenants\"}}")), 97.0);
+    assert_eq!(keyed_samples(&text, WAITING_CALLS, "tenants").len(), 4);
+    // The total, as a plain bulkhead.
+    assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="tenants"}"#), in_flight_all);
+
+    // Everything released, one new key busy: the three old keys drop to zero, the new key
+    // gets a series, and nothing else is added.
+    let first: Vec<String> = own.iter().map(|(key, _)| key.clone()).collect();
+    drop(held);
+    let busy: Vec<_> = (0..5).map(|_| tenants.try_acquire(&500).unwrap()).collect();
+    metrics::with_local_recorder(&recorder, || series.record(&tenants));
+    let text = render(&handle);
+    let rows = keyed_samples(&text, IN_FLIGHT_CALLS, "tenants");
+    for key in &first {
+        assert!(rows.contains(&(key.clone(), 0.0)), "{key} not zeroed:\n{text}");
+    }
+    assert!(rows.contains(&("500".to_owned(), 5.0)), "{text}");
+    assert!(rows.contains(&("other".to_owned(), 0.0)), "{text}");
+    // At most cap + 1 live series, plus the retired ones kept at zero by the recorder.
+    assert!(rows.len() <= 3 + 1 + first.len(), "{text}");
+    drop(busy);
+}
