@@ -316,9 +316,10 @@ impl<K> KeyedBulkhead<K> {
     /// As [`Bulkhead::wait_drained`]: if it would wait on a thread that polls async tasks.
     #[must_use = "false means calls were still in flight when the timeout passed"]
     pub fn wait_drained(&self, timeout: std::time::Duration) -> bool {
-        let deadline = std::time::Instant::now().checked_add(timeout);
-        let left =
-            || deadline.map_or(timeout, |d| d.saturating_duration_since(std::time::Instant::now()));
+        // The engine's clock (src/sync.rs), so a model's clock drives this deadline too.
+        let clock = crate::sync::Clock::new();
+        let deadline = clock.deadline(clock.now(), timeout);
+        let left = || deadline.map_or(timeout, |d| clock.between(clock.now(), d));
         let mut all: Vec<Arc<Bulkhead>> = {
             let keys = self.keys.lock();
             if !keys.closed {
