@@ -81,8 +81,13 @@ fn config_pseudo_random_inputs_never_panic() {
     }
 }
 
-/// The `keyed` target's check (issue 13) on deterministic pseudo-random inputs (it has no
-/// committed corpus yet).
+#[test]
+fn keyed_corpus_matches_reference_model() {
+    replay("keyed", keyed::run_keyed_ops);
+}
+
+/// The `keyed` target's check (issue 13) on deterministic pseudo-random inputs, which reach
+/// combinations the corpus's coverage-based selection may drop.
 #[test]
 fn keyed_pseudo_random_sequences_match_reference_model() {
     let mut state = 0xD1B5_4A32_D192_ED03;
