@@ -1164,4 +1164,88 @@ mod tests {
         drop((one, three, four));
         assert_eq!(keyed.evict_idle(), 2);
     }
+
+    #[test]
+    fn max_keys_is_global_across_shards() {
+        let keyed = Arc::new(
+            KeyedBulkhead::<u64>::builder("k")
+                .default_config(limit(1))
+                .max_keys(3)
+                .shards(64)
+                .build()
+                .unwrap(),
+        );
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let keyed = Arc::clone(&keyed);
+                std::thread::spawn(move || {
+                    for i in 0..2_000 {
+                        if let Ok(permit) = keyed.try_acquire(&(t * 100_000 + i)) {
+                            let live = keyed.live_keys();
+                            assert!(live <= 3, "{live} keys live, max 3");
+                            drop(permit);
+                        }
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        let live = keyed.live_keys();
+        assert!(live <= 3);
+        assert_eq!(keyed.metrics(usize::MAX).keys.len(), live, "count and entries agree");
+        assert_eq!(keyed.evict_idle(), live);
+        assert_eq!(keyed.live_keys(), 0);
+    }
+
+    #[test]
+    fn one_shard_and_many_keys() {
+        let keyed = KeyedBulkhead::<u32>::builder("k").shards(0).max_keys(500).build().unwrap();
+        assert_eq!(keyed.shards(), 1);
+        for key in 0..500 {
+            drop(keyed.try_acquire(&key).unwrap());
+        }
+        assert_eq!(keyed.live_keys(), 500);
+        for key in 0..500 {
+            assert!(keyed.key_metrics(&key).is_some(), "key {key} lost");
+        }
+        let big = KeyedBulkhead::<u32>::builder("k").shards(usize::MAX).build().unwrap();
+        assert_eq!(big.shards(), MAX_SHARDS);
+    }
+
+    /// Listeners run outside the shard's lock: one that looks up its own key (same shard)
+    /// on a permit and on a refusal does not deadlock.
+    #[test]
+    fn listeners_run_outside_the_shard_lock() {
+        let keyed = Arc::new(
+            KeyedBulkhead::<u8>::builder("k").default_config(limit(1)).shards(1).build().unwrap(),
+        );
+        drop(keyed.try_acquire(&1).unwrap());
+        let heard = Arc::new(AtomicUsize::new(0));
+        {
+            let (weak, heard) = (Arc::downgrade(&keyed), Arc::clone(&heard));
+            keyed.key_bulkhead(&1).unwrap().on_event(move |_| {
+                if let Some(keyed) = weak.upgrade() {
+                    assert!(keyed.key_metrics(&1).is_some());
+                }
+                // Ordering: Relaxed — a test counter read after the calls on this thread.
+                heard.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        let permit = keyed.try_acquire(&1).unwrap();
+        assert!(matches!(keyed.try_acquire(&1), Err(KeyedFull::Key(_))));
+        drop(permit);
+        // Ordering: Relaxed — as above.
+        assert_eq!(heard.load(Ordering::Relaxed), 3, "permitted, rejected, finished");
+    }
+
+    #[test]
+    fn keys_created_after_close_are_closed_in_every_shard() {
+        let keyed = KeyedBulkhead::<u32>::builder("k").shards(8).build().unwrap();
+        drop(keyed.try_acquire(&0).unwrap());
+        assert!(keyed.close());
+        for key in 0..64 {
+            assert_eq!(keyed.try_acquire(&key).unwrap_err().reason(), Some(RejectReason::Closed));
+        }
+        assert!(keyed.wait_drained(std::time::Duration::ZERO));
+    }
 }
