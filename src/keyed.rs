@@ -627,27 +627,28 @@ where
             }
         }
         let hash = self.hasher.hash_one(key);
-        let tried = {
-            let shard = self.shard(hash).lock();
-            shard.table.find(hash, |e| e.key == *key).map(|entry| {
-                let bulkhead = &entry.bulkhead;
-                match bulkhead.sem().try_acquire() {
-                    Ok(word) => Tried::Taken(Arc::clone(bulkhead), word),
-                    // Unobserved: building the error runs no user code and writes nothing.
-                    Err(word) if !observed(word) => Tried::Refused(bulkhead.refuse(word)),
-                    Err(word) => Tried::Observed(Arc::clone(bulkhead), word),
-                }
-            })
+        let shard = self.shard(hash).lock();
+        let Some(entry) = shard.table.find(hash, |e| e.key == *key) else {
+            drop(shard);
+            return self.insert(key, hash)?.try_acquire_owned().map_err(KeyedFull::Key);
         };
-        match tried {
-            Some(Tried::Taken(bulkhead, word)) => {
+        match entry.bulkhead.sem().try_acquire() {
+            Ok(word) => {
+                let bulkhead = Arc::clone(&entry.bulkhead);
+                drop(shard);
                 // Listeners run outside the shard's lock.
                 bulkhead.permitted(word);
                 Ok(OwnedPermit::from_acquired(bulkhead))
             }
-            Some(Tried::Refused(full)) => Err(KeyedFull::Key(full)),
-            Some(Tried::Observed(bulkhead, word)) => Err(KeyedFull::Key(bulkhead.refuse(word))),
-            None => self.insert(key, hash)?.try_acquire_owned().map_err(KeyedFull::Key),
+            // Unobserved: building the error runs no user code and writes nothing shared;
+            // the guard is released after the error is built.
+            Err(word) if !observed(word) => Err(KeyedFull::Key(entry.bulkhead.refuse(word))),
+            Err(word) => {
+                // Someone observes: report after the lock, on a clone of the `Arc`.
+                let bulkhead = Arc::clone(&entry.bulkhead);
+                drop(shard);
+                Err(KeyedFull::Key(bulkhead.refuse(word)))
+            }
         }
     }
 
@@ -957,16 +958,6 @@ fn both<'a>(
             Err(KeyedFull::Total(refused))
         }
     }
-}
-
-/// What [`KeyedBulkhead::try_key`] did under the shard's lock.
-enum Tried {
-    /// A slot taken, the `Arc` cloned for the permit, and the word it was taken from.
-    Taken(Arc<Bulkhead>, Word),
-    /// Refused, nobody observing: the error, built under the lock.
-    Refused(BulkheadFull),
-    /// Refused, and someone observes: reported after the lock is released.
-    Observed(Arc<Bulkhead>, Word),
 }
 
 /// Whether a refusal read from `word` reaches user code (listeners, counters, a `tracing`
