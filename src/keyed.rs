@@ -671,6 +671,8 @@ where
             if !self.reserve() {
                 continue;
             }
+            // Gives the place back if creating the key panics (its `Display` or `Clone`).
+            let reservation = Reservation(&self.live);
             let bulkhead = Arc::new(self.new_bulkhead(key));
             // Ordering: Relaxed — a lone flag (see `close`); `close_keys` also sets this
             // shard's flag under this lock, which covers a close that has passed the shard.
@@ -680,6 +682,8 @@ where
             }
             let entry = Entry { hash, key: key.clone(), bulkhead: Arc::clone(&bulkhead) };
             shard.table.insert_unique(hash, entry, |e| e.hash);
+            // The place is the entry's now: `evict_idle` gives it back.
+            core::mem::forget(reservation);
             return Ok(bulkhead);
         }
         match &self.fallback {
@@ -957,6 +961,18 @@ fn both<'a>(
             drop(key_permit);
             Err(KeyedFull::Total(refused))
         }
+    }
+}
+
+/// A place reserved in the count of live keys, given back on drop: held while a key is
+/// created, forgotten once it is inserted.
+struct Reservation<'a>(&'a AtomicUsize);
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        // Ordering: Relaxed — as the release in `evict_idle`: only the count's modification
+        // order matters, nothing is published through it.
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -1238,5 +1254,26 @@ mod tests {
             assert_eq!(keyed.try_acquire(&key).unwrap_err().reason(), Some(RejectReason::Closed));
         }
         assert!(keyed.wait_drained(std::time::Duration::ZERO));
+    }
+
+    /// A key whose `Display` panics while it is created gives its reserved place back.
+    #[test]
+    fn a_panicking_key_gives_its_place_back() {
+        #[derive(Clone, PartialEq, Eq, Hash)]
+        struct Key(u8);
+        impl fmt::Display for Key {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                assert!(self.0 != 0, "key 0 cannot be displayed");
+                write!(f, "{}", self.0)
+            }
+        }
+        let keyed = KeyedBulkhead::<Key>::builder("k").max_keys(1).build().unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            drop(keyed.try_acquire(&Key(0)));
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(keyed.live_keys(), 0, "the place was given back");
+        drop(keyed.try_acquire(&Key(1)).unwrap());
+        assert_eq!(keyed.live_keys(), 1);
     }
 }
