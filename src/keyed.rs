@@ -144,6 +144,13 @@ struct Entry<K> {
 pub const DEFAULT_MAX_KEYS: usize = 1024;
 
 /// The most shards [`KeyedBulkheadBuilder::shards`] and the default give: 1 024.
+///
+/// ```
+/// use bulkhead::keyed::{KeyedBulkhead, MAX_SHARDS};
+/// let keyed = KeyedBulkhead::<u32>::builder("k").shards(1 << 20).build()?;
+/// assert_eq!(keyed.shards(), MAX_SHARDS);
+/// # Ok::<(), bulkhead::ConfigError>(())
+/// ```
 pub const MAX_SHARDS: usize = 1024;
 
 /// The default shard count: the next power of two at or above four per core (as
