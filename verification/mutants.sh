@@ -17,6 +17,8 @@
 # rebuilding the dependencies), but never one that another build uses at the same time:
 # cargo names a root package's artifacts by its workspace-relative path, so two copies of
 # this crate building in one target directory at once overwrite each other's binaries.
+# Afterwards, the last mutant's binary may still sit there and look fresh to cargo for your
+# own tree (same artifact names): touch src/lib.rs before trusting a run in that directory.
 #
 # The unmutated copy is run first; every suite must pass on it, or the script stops.
 # Exit status: 0 if every mutant was caught by at least one suite and every ordering mutant
