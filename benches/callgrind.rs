@@ -51,6 +51,8 @@ const OPS: &[(&str, &str)] = &[
     ("keyed_acq_rel", "keyed try_acquire + drop, live key of 1 000, no total"),
     ("keyed_acq_rel_total", "keyed try_acquire + drop, live key of 1 000, with a total"),
     ("keyed_reject_error", "keyed try_acquire on a full key, the error kept (black_box)"),
+    ("keyed_acq_rel_id_hash", "keyed try_acquire + drop, live key of 1 000, IdHasher"),
+    ("keyed_reject_error_id_hash", "keyed try_acquire on a full key, error kept, IdHasher"),
     ("bulkhead_acq_rel_listener", "bulkhead try_acquire + drop, one listener"),
     ("floor_instant_now", "floor: one Instant::now()"),
     ("adaptive_reject", "adaptive (Gradient2) try_acquire on a full bulkhead"),
@@ -74,14 +76,42 @@ fn adaptive(
 const FREE_KEY: u64 = 500;
 const FULL_KEY: u64 = 1;
 
+/// A multiplicative hasher for integer keys (Fibonacci hashing, as FxHash does): what a
+/// caller may pass to `KeyedBulkheadBuilder::hasher` for ids it trusts.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        bytes.iter().for_each(|&b| self.write_u64(u64::from(b)));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// A keyed bulkhead with keys 0..1 000 live (16 slots each, key `FULL_KEY` limited to 1)
 /// and, with `total`, a shared total.
 fn keyed(total: Option<usize>) -> bulkhead::keyed::KeyedBulkhead<u64> {
+    keyed_with(total, std::collections::hash_map::RandomState::new())
+}
+
+/// [`keyed`] with `hasher`.
+fn keyed_with<S: std::hash::BuildHasher>(
+    total: Option<usize>,
+    hasher: S,
+) -> bulkhead::keyed::KeyedBulkhead<u64, S> {
     let limit = |n| bulkhead::BulkheadConfig::builder().max_concurrent_calls(n).build().unwrap();
     let mut builder = bulkhead::keyed::KeyedBulkhead::builder("bench")
         .default_config(limit(16))
         .key_config(FULL_KEY, limit(1))
-        .max_keys(1_000);
+        .max_keys(1_000)
+        .hasher(hasher);
     if let Some(total) = total {
         builder = builder.total(limit(total));
     }
@@ -220,6 +250,10 @@ fn run(op: &str, n: u64) -> Result<(), String> {
     let keyed_total = keyed(Some(16_000));
     let keyed_full = keyed(None);
     std::mem::forget(keyed_full.try_acquire(&FULL_KEY).expect("a free slot"));
+    let id_hash = std::hash::BuildHasherDefault::<IdHasher>::default;
+    let keyed_free_id = keyed_with(None, id_hash());
+    let keyed_full_id = keyed_with(None, id_hash());
+    std::mem::forget(keyed_full_id.try_acquire(&FULL_KEY).expect("a free slot"));
 
     match op {
         "floor_instant_now" => (0..n).for_each(|_| {
@@ -357,6 +391,12 @@ fn run(op: &str, n: u64) -> Result<(), String> {
         }
         "keyed_reject_error" => {
             (0..n).for_each(|_| drop(black_box(black_box(&keyed_full).try_acquire(&FULL_KEY))))
+        }
+        "keyed_acq_rel_id_hash" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&keyed_free_id).try_acquire(&FREE_KEY))))
+        }
+        "keyed_reject_error_id_hash" => {
+            (0..n).for_each(|_| drop(black_box(black_box(&keyed_full_id).try_acquire(&FULL_KEY))))
         }
         "bulkhead_reject_listener" => (0..n).for_each(|_| {
             black_box(black_box(&*full_listened).try_acquire().is_err());

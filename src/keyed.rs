@@ -24,20 +24,42 @@
 //!
 //! At most `max_keys` keys are live. A key is *idle* when nothing holds its bulkhead but the
 //! map: no permit, no waiter, no caller between the look-up and its acquire (each of them
-//! holds an `Arc` to the key's bulkhead, cloned under the map's lock). When a new key finds
-//! the map full, every idle key is evicted (one pass over the live keys, under the lock); if
-//! none was idle, the call goes to the fallback key, if one is configured, or is refused with
-//! [`KeyedFull::TooManyKeys`], which names the key. An evicted key is recreated from its
-//! configuration on its next call: it had nothing in flight, so nothing is lost but its
-//! bulkhead's own counters and listeners.
+//! holds an `Arc` to the key's bulkhead, cloned under the lock of the key's shard). When a
+//! new key finds the map full, every idle key is evicted (one pass over the shards, one
+//! shard's lock at a time); if none was idle, the call goes to the fallback key, if one is
+//! configured, or is refused with [`KeyedFull::TooManyKeys`], which names the key. An evicted
+//! key is recreated from its configuration on its next call: it had nothing in flight, so
+//! nothing is lost but its bulkhead's own counters and listeners.
+//!
+//! # The sharded map
+//!
+//! The live keys are spread over shards (a power of two, [`KeyedBulkheadBuilder::shards`]),
+//! each a hash table under its own lock on its own cache line: calls of keys in different
+//! shards share no lock and write no common line. A key's shard is fixed by its hash (one
+//! hash per call, with the hasher of [`KeyedBulkheadBuilder::hasher`]). No code ever holds
+//! two shard locks at once. The bound is global and exact: a new key first reserves a place
+//! in one atomic count of live keys (a compare-and-swap that fails at `max_keys`), then is
+//! inserted under its shard's lock; an eviction removes the entry, then gives the place
+//! back. So the count is never below the number of entries, and two new keys racing in
+//! different shards cannot both take the last place.
+//!
+//! `try_acquire` takes the key's slot under the shard's lock from the map's own `Arc`: a
+//! permit clones it once (for the [`OwnedPermit`] inside [`KeyedPermit`]) and a refusal
+//! writes no reference count. Listeners and `tracing` events run after the lock is
+//! released: a refusal that anyone observes clones the `Arc` to report outside the lock.
 
 use core::fmt;
 use core::future::Future;
-use core::hash::Hash;
+use core::hash::{BuildHasher, Hash};
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::sync::Mutex;
+use crossbeam_utils::CachePadded;
+use hashbrown::HashTable;
+
+use crate::state::Word;
+use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering};
 use crate::{
     Bulkhead, BulkheadConfig, BulkheadFull, BulkheadMetrics, ConfigError, OwnedPermit, Permit,
     RejectReason,
@@ -50,8 +72,11 @@ use crate::{
 /// total is named `name`. See the [module docs](crate::keyed) for the acquisition order, the
 /// fairness that holds across keys and eviction.
 ///
-/// Every call looks its key up in a map under a lock (a shared write per call, on top of the
-/// key's bulkhead): `benches/results/keyed.md` measures the cost against a plain bulkhead.
+/// Every call hashes its key once and looks it up in the key's shard under that shard's lock
+/// (a write to the shard's line per call, on top of the key's bulkhead); keys in different
+/// shards do not contend. `S` hashes the keys (default std's `RandomState`; see
+/// [`KeyedBulkheadBuilder::hasher`]). `benches/results/keyed.md` measures the cost against a
+/// plain bulkhead.
 ///
 /// # Examples
 ///
@@ -79,7 +104,7 @@ use crate::{
 /// assert_eq!(tenants.total_metrics().unwrap().in_flight_calls(), 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct KeyedBulkhead<K> {
+pub struct KeyedBulkhead<K, S = RandomState> {
     name: String,
     default: BulkheadConfig,
     overrides: HashMap<K, BulkheadConfig>,
@@ -88,35 +113,88 @@ pub struct KeyedBulkhead<K> {
     /// `max_keys`.
     fallback: Option<(K, Arc<Bulkhead>)>,
     total: Option<Bulkhead>,
-    /// The live keys, and whether [`close`](KeyedBulkhead::close) ran.
-    keys: Mutex<Keys<K>>,
+    hasher: S,
+    /// The live keys, `shard_mask + 1` shards, each on its own cache line.
+    shards: Box<[CachePadded<Mutex<Shard<K>>>]>,
+    shard_mask: usize,
+    /// Live keys plus places reserved by inserts under way: never below the number of
+    /// entries in the shards, never above `max_keys`. Written only when a key is created or
+    /// evicted, on its own line.
+    live: CachePadded<AtomicUsize>,
+    /// Whether [`close`](KeyedBulkhead::close) ran (each shard also has its own flag).
+    closed: AtomicBool,
 }
 
-/// The map of live keys, and the closed flag under the same lock, so a key created after
-/// [`KeyedBulkhead::close`] is created closed.
-struct Keys<K> {
+/// One shard of the live keys, and whether a close has passed it, under the shard's lock, so
+/// a key created in this shard after the close reached it is created closed.
+struct Shard<K> {
     /// An entry whose `Arc` only the map holds is idle (see the module docs).
-    map: HashMap<K, Arc<Bulkhead>>,
+    table: HashTable<Entry<K>>,
     closed: bool,
+}
+
+/// A live key, its hash (to grow the table without hashing again) and its bulkhead.
+struct Entry<K> {
+    hash: u64,
+    key: K,
+    bulkhead: Arc<Bulkhead>,
 }
 
 /// The default bound on live keys: 1 024.
 pub const DEFAULT_MAX_KEYS: usize = 1024;
 
+/// The most shards [`KeyedBulkheadBuilder::shards`] and the default give: 1 024.
+///
+/// ```
+/// use bulkhead::keyed::{KeyedBulkhead, MAX_SHARDS};
+/// let keyed = KeyedBulkhead::<u32>::builder("k").shards(1 << 20).build()?;
+/// assert_eq!(keyed.shards(), MAX_SHARDS);
+/// # Ok::<(), bulkhead::ConfigError>(())
+/// ```
+pub const MAX_SHARDS: usize = 1024;
+
+/// The default shard count: the next power of two at or above four per core (as
+/// `std::thread::available_parallelism` counts them), at least 8 and at most 64.
+///
+/// ```
+/// let shards = bulkhead::keyed::default_shards();
+/// assert!(shards.is_power_of_two() && (8..=64).contains(&shards));
+/// ```
+pub fn default_shards() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    cores.saturating_mul(4).next_power_of_two().clamp(8, 64)
+}
+
 /// Builds a [`KeyedBulkhead`]: [`KeyedBulkhead::builder`].
-#[derive(Debug)]
-pub struct KeyedBulkheadBuilder<K> {
+pub struct KeyedBulkheadBuilder<K, S = RandomState> {
     name: String,
     default: BulkheadConfig,
     overrides: HashMap<K, BulkheadConfig>,
     total: Option<BulkheadConfig>,
     max_keys: usize,
     fallback: Option<K>,
+    hasher: S,
+    shards: Option<usize>,
 }
 
-impl<K> KeyedBulkheadBuilder<K>
+impl<K: fmt::Debug, S> fmt::Debug for KeyedBulkheadBuilder<K, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBulkheadBuilder")
+            .field("name", &self.name)
+            .field("default", &self.default)
+            .field("overrides", &self.overrides)
+            .field("total", &self.total)
+            .field("max_keys", &self.max_keys)
+            .field("fallback", &self.fallback)
+            .field("shards", &self.shards)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, S> KeyedBulkheadBuilder<K, S>
 where
     K: Eq + Hash + Clone + fmt::Display,
+    S: BuildHasher,
 {
     /// The same builder under another name (the registry names what it builds).
     pub(crate) fn named(mut self, name: &str) -> Self {
@@ -156,6 +234,70 @@ where
     /// evicted.
     pub fn fallback_key(mut self, key: K) -> Self {
         self.fallback = Some(key);
+        self
+    }
+
+    /// Hashes the keys with `hasher` instead of std's `RandomState` (SipHash, keyed at
+    /// random: resists keys chosen to collide). Each call hashes its key once, to pick its
+    /// shard and find it there. A faster hasher pays off for small keys the callers do not
+    /// choose freely (integer ids); keep a keyed hasher for keys taken from requests.
+    ///
+    /// ```
+    /// use std::hash::{BuildHasherDefault, Hasher};
+    /// use bulkhead::keyed::KeyedBulkhead;
+    ///
+    /// /// A multiplicative hasher for integer ids (Fibonacci hashing): a few instructions.
+    /// #[derive(Default)]
+    /// struct IdHasher(u64);
+    /// impl Hasher for IdHasher {
+    ///     fn write(&mut self, bytes: &[u8]) {
+    ///         for &b in bytes {
+    ///             self.write_u64(u64::from(b));
+    ///         }
+    ///     }
+    ///     fn write_u64(&mut self, n: u64) {
+    ///         self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    ///     }
+    ///     fn finish(&self) -> u64 {
+    ///         self.0
+    ///     }
+    /// }
+    ///
+    /// let tenants = KeyedBulkhead::<u64>::builder("api")
+    ///     .hasher(BuildHasherDefault::<IdHasher>::default())
+    ///     .build()?;
+    /// drop(tenants.try_acquire(&42)?);
+    /// assert_eq!(tenants.live_keys(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn hasher<H: BuildHasher>(self, hasher: H) -> KeyedBulkheadBuilder<K, H> {
+        KeyedBulkheadBuilder {
+            name: self.name,
+            default: self.default,
+            overrides: self.overrides,
+            total: self.total,
+            max_keys: self.max_keys,
+            fallback: self.fallback,
+            hasher,
+            shards: self.shards,
+        }
+    }
+
+    /// Spreads the live keys over `shards` locks (rounded up to a power of two, at least 1,
+    /// at most [`MAX_SHARDS`]; default [`default_shards`]). More shards make two busy keys
+    /// less likely to share a lock; each shard costs a cache line and a table. Any count
+    /// works with any `max_keys`: the bound is kept across shards.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let hosts = KeyedBulkhead::<u32>::builder("hosts").shards(3).max_keys(2).build()?;
+    /// assert_eq!(hosts.shards(), 4);
+    /// let (_a, _b) = (hosts.try_acquire(&1)?, hosts.try_acquire(&2)?);
+    /// assert!(hosts.try_acquire(&3).is_err(), "two busy keys, max_keys 2");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards);
         self
     }
 
@@ -226,7 +368,7 @@ where
     /// assert_eq!(err.key(), "max_keys");
     /// assert_eq!(err.value(), "0");
     /// ```
-    pub fn build(self) -> Result<KeyedBulkhead<K>, ConfigError> {
+    pub fn build(self) -> Result<KeyedBulkhead<K, S>, ConfigError> {
         if self.max_keys == 0 && self.fallback.is_none() {
             return Err(ConfigError::new(
                 "max_keys",
@@ -234,6 +376,8 @@ where
                 "refuses every key: give a fallback key or allow at least one key",
             ));
         }
+        let shards = self.shards.unwrap_or_else(default_shards).clamp(1, MAX_SHARDS);
+        let shards = shards.next_power_of_two();
         let mut keyed = KeyedBulkhead {
             total: self.total.map(|config| Bulkhead::new(self.name.clone(), config)),
             name: self.name,
@@ -241,7 +385,15 @@ where
             overrides: self.overrides,
             max_keys: self.max_keys,
             fallback: None,
-            keys: Mutex::new(Keys { map: HashMap::new(), closed: false }),
+            hasher: self.hasher,
+            shards: (0..shards)
+                .map(|_| {
+                    CachePadded::new(Mutex::new(Shard { table: HashTable::new(), closed: false }))
+                })
+                .collect(),
+            shard_mask: shards - 1,
+            live: CachePadded::new(AtomicUsize::new(0)),
+            closed: AtomicBool::new(false),
         };
         if let Some(key) = self.fallback {
             let bulkhead = Arc::new(keyed.new_bulkhead(&key));
@@ -251,7 +403,7 @@ where
     }
 }
 
-impl<K> KeyedBulkhead<K> {
+impl<K, S> KeyedBulkhead<K, S> {
     /// The keyed bulkhead's name (also the total's name).
     pub fn name(&self) -> &str {
         &self.name
@@ -279,27 +431,40 @@ impl<K> KeyedBulkhead<K> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn close(&self) -> bool {
-        let live: Vec<Arc<Bulkhead>> = {
-            let mut keys = self.keys.lock();
-            if keys.closed {
-                return false;
-            }
-            // Set under the map's lock: a key created after this sees it and is closed.
-            keys.closed = true;
-            keys.map.values().cloned().collect()
-        };
+        // Ordering: Relaxed — a lone flag, no data published with it: the swap's RMW makes
+        // one caller the closer, and a key created later reads it under its shard's lock
+        // (`insert`) or finds its shard's own flag set by `close_shards`.
+        if self.closed.swap(true, Ordering::Relaxed) {
+            return false;
+        }
+        self.close_keys();
+        true
+    }
+
+    /// Closes every shard (a key created in it afterwards is created closed), every live
+    /// key, the fallback key and the total, and returns the live keys' bulkheads. One shard
+    /// locked at a time; closing twice is harmless (`Bulkhead::close` is idempotent), so
+    /// `wait_drained` runs it too and never misses a key a close still under way would reach.
+    fn close_keys(&self) -> Vec<Arc<Bulkhead>> {
+        let mut live = Vec::new();
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            shard.closed = true;
+            live.extend(shard.table.iter().map(|entry| Arc::clone(&entry.bulkhead)));
+        }
         for bulkhead in live.iter().chain(self.fallback.as_ref().map(|(_, b)| b)) {
             bulkhead.close();
         }
         if let Some(total) = &self.total {
             total.close();
         }
-        true
+        live
     }
 
     /// Whether [`close`](Self::close) ran.
     pub fn is_closed(&self) -> bool {
-        self.keys.lock().closed
+        // Ordering: Relaxed — a lone flag (see `close`); nothing is read through it.
+        self.closed.load(Ordering::Relaxed)
     }
 
     /// After [`close`](Self::close), waits until no call is in flight on any key (nor on the
@@ -320,26 +485,79 @@ impl<K> KeyedBulkhead<K> {
         let clock = crate::sync::Clock::new();
         let deadline = clock.deadline(clock.now(), timeout);
         let left = || deadline.map_or(timeout, |d| clock.between(clock.now(), d));
-        let mut all: Vec<Arc<Bulkhead>> = {
-            let keys = self.keys.lock();
-            if !keys.closed {
-                return false;
-            }
-            keys.map.values().cloned().collect()
-        };
+        if !self.is_closed() {
+            return false;
+        }
+        // Closes what a close still under way on another thread has not reached yet, so no
+        // key created after this snapshot of its shard can admit a call.
+        let mut all = self.close_keys();
         all.extend(self.fallback.as_ref().map(|(_, b)| Arc::clone(b)));
         // Key slots are released before the total's: the keys drain first.
         all.iter().all(|bulkhead| bulkhead.wait_drained(left()))
             && self.total.as_ref().map_or(true, |total| total.wait_drained(left()))
     }
+
+    /// How many keys are live (the fallback key not counted).
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts").build()?;
+    /// drop(hosts.try_acquire(&"a.example")?);
+    /// assert_eq!(hosts.live_keys(), 1);
+    /// assert_eq!(hosts.evict_idle(), 1);
+    /// assert_eq!(hosts.live_keys(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn live_keys(&self) -> usize {
+        // Ordering: Relaxed — a count read for its value alone; no data is read through it.
+        // It includes places reserved by inserts under way (each ends, under its shard's
+        // lock, with the key inserted).
+        self.live.load(Ordering::Relaxed)
+    }
+
+    /// How many shards hold the live keys (a power of two): [`KeyedBulkheadBuilder::shards`].
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts").shards(16).build()?;
+    /// assert_eq!(hosts.shards(), 16);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Evicts every idle key now (nothing in flight, nobody waiting); returns how many. A
+    /// full map does this by itself when a new key arrives; call it to return memory sooner.
+    /// Goes over the shards one at a time (one lock held at a time).
+    pub fn evict_idle(&self) -> usize {
+        let mut evicted = 0;
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            let before = shard.table.len();
+            shard.table.retain(|entry| !is_idle(&entry.bulkhead));
+            let removed = before - shard.table.len();
+            if removed > 0 {
+                // Gives the places back after the entries are gone, so the count is never
+                // below the entries. Ordering: Relaxed — the bound needs only the count's
+                // modification order (every reservation is an RMW on it); nothing else is
+                // published: the next bulkhead of an evicted key is created under this
+                // same shard's lock, which orders it after the eviction.
+                self.live.fetch_sub(removed, Ordering::Relaxed);
+                evicted += removed;
+            }
+        }
+        evicted
+    }
 }
 
-impl<K> KeyedBulkhead<K>
+impl<K> KeyedBulkhead<K, RandomState>
 where
     K: Eq + Hash + Clone + fmt::Display,
 {
     /// A builder named `name`: default configuration [`BulkheadConfig::default`] for every
-    /// key, no total, [`DEFAULT_MAX_KEYS`] keys, no fallback key.
+    /// key, no total, [`DEFAULT_MAX_KEYS`] keys, no fallback key, std's `RandomState` hasher
+    /// ([`hasher`](KeyedBulkheadBuilder::hasher) changes it), [`default_shards`] shards.
     ///
     /// ```
     /// use bulkhead::keyed::KeyedBulkhead;
@@ -356,9 +574,17 @@ where
             total: None,
             max_keys: DEFAULT_MAX_KEYS,
             fallback: None,
+            hasher: RandomState::new(),
+            shards: None,
         }
     }
+}
 
+impl<K, S> KeyedBulkhead<K, S>
+where
+    K: Eq + Hash + Clone + fmt::Display,
+    S: BuildHasher,
+{
     /// The configuration `key` gets: its override, or the default.
     pub fn config_for(&self, key: &K) -> BulkheadConfig {
         self.overrides.get(key).unwrap_or(&self.default).clone()
@@ -373,37 +599,123 @@ where
         Bulkhead::new(format!("{}/{}", self.name, key), self.config_for(key))
     }
 
+    /// The shard of a key with this hash. Bits 40.. of the hash: not the low bits the
+    /// shard's table indexes its buckets with, nor the top 7 it keeps as tags, so the keys
+    /// of one shard still spread over its buckets and tags.
+    #[inline]
+    fn shard(&self, hash: u64) -> &Mutex<Shard<K>> {
+        &self.shards[(hash >> 40) as usize & self.shard_mask]
+    }
+
     /// The bulkhead of `key`, created if it is not live: the fallback key's when the map is
-    /// full and nothing is idle, an error if there is no fallback key.
+    /// full and nothing is idle, an error if there is no fallback key. The `Arc` is cloned
+    /// under the shard's lock (eviction, which also holds it, sees the clone).
     fn bulkhead_for(&self, key: &K) -> Result<Arc<Bulkhead>, KeyedFull> {
         if let Some((fallback, bulkhead)) = &self.fallback {
             if fallback == key {
                 return Ok(Arc::clone(bulkhead));
             }
         }
-        let mut guard = self.keys.lock();
-        let Keys { map: keys, closed } = &mut *guard;
-        if let Some(bulkhead) = keys.get(key) {
-            // Cloned under the lock: eviction, which also holds it, sees this clone.
-            return Ok(Arc::clone(bulkhead));
+        let hash = self.hasher.hash_one(key);
+        if let Some(entry) = self.shard(hash).lock().table.find(hash, |e| e.key == *key) {
+            return Ok(Arc::clone(&entry.bulkhead));
         }
-        if keys.len() >= self.max_keys {
-            evict_idle(keys);
+        self.insert(key, hash)
+    }
+
+    /// A slot of `key` without waiting: [`try_acquire`](Self::try_acquire)'s first level.
+    /// A live key's slot is taken under its shard's lock from the map's own `Arc`, cloned
+    /// only for a permit (or for a refusal someone observes, reported after the lock).
+    #[inline]
+    fn try_key(&self, key: &K) -> Result<OwnedPermit, KeyedFull> {
+        if let Some((fallback, bulkhead)) = &self.fallback {
+            if fallback == key {
+                return bulkhead.try_acquire_owned().map_err(KeyedFull::Key);
+            }
         }
-        if keys.len() >= self.max_keys {
-            drop(guard);
-            return match &self.fallback {
-                Some((_, bulkhead)) => Ok(Arc::clone(bulkhead)),
-                None => Err(self.too_many_keys(key)),
-            };
+        let hash = self.hasher.hash_one(key);
+        let shard = self.shard(hash).lock();
+        let Some(entry) = shard.table.find(hash, |e| e.key == *key) else {
+            drop(shard);
+            return self.insert(key, hash)?.try_acquire_owned().map_err(KeyedFull::Key);
+        };
+        match entry.bulkhead.sem().try_acquire() {
+            Ok(word) => {
+                let bulkhead = Arc::clone(&entry.bulkhead);
+                drop(shard);
+                // Listeners run outside the shard's lock.
+                bulkhead.permitted(word);
+                Ok(OwnedPermit::from_acquired(bulkhead))
+            }
+            // Unobserved: building the error runs no user code and writes nothing shared;
+            // the guard is released after the error is built.
+            Err(word) if !observed(word) => Err(KeyedFull::Key(entry.bulkhead.refuse(word))),
+            Err(word) => {
+                // Someone observes: report after the lock, on a clone of the `Arc`.
+                let bulkhead = Arc::clone(&entry.bulkhead);
+                drop(shard);
+                Err(KeyedFull::Key(bulkhead.refuse(word)))
+            }
         }
-        let bulkhead = Arc::new(self.new_bulkhead(key));
-        if *closed {
-            // Closed before this key was created: it refuses as the others do.
-            bulkhead.close();
+    }
+
+    /// Creates `key` (hash `hash`) in its shard, unless another caller did meanwhile: a place
+    /// is reserved in the global count first, so the bound holds across shards. At the bound,
+    /// evicts every idle key (shard by shard, without this shard's lock) and tries once more;
+    /// then the fallback key, or [`KeyedFull::TooManyKeys`].
+    #[cold]
+    #[inline(never)]
+    fn insert(&self, key: &K, hash: u64) -> Result<Arc<Bulkhead>, KeyedFull> {
+        for attempt in 0..2 {
+            if attempt == 1 {
+                // No shard lock is held here: `evict_idle` takes them one at a time.
+                self.evict_idle();
+            }
+            let mut shard = self.shard(hash).lock();
+            if let Some(entry) = shard.table.find(hash, |e| e.key == *key) {
+                return Ok(Arc::clone(&entry.bulkhead));
+            }
+            if !self.reserve() {
+                continue;
+            }
+            // Gives the place back if creating the key panics (its `Display` or `Clone`).
+            let reservation = Reservation(&self.live);
+            let bulkhead = Arc::new(self.new_bulkhead(key));
+            // Ordering: Relaxed — a lone flag (see `close`); `close_keys` also sets this
+            // shard's flag under this lock, which covers a close that has passed the shard.
+            if shard.closed || self.closed.load(Ordering::Relaxed) {
+                // Closed before this key was created: it refuses as the others do.
+                bulkhead.close();
+            }
+            let entry = Entry { hash, key: key.clone(), bulkhead: Arc::clone(&bulkhead) };
+            shard.table.insert_unique(hash, entry, |e| e.hash);
+            // The place is the entry's now: `evict_idle` gives it back.
+            core::mem::forget(reservation);
+            return Ok(bulkhead);
         }
-        keys.insert(key.clone(), Arc::clone(&bulkhead));
-        Ok(bulkhead)
+        match &self.fallback {
+            Some((_, bulkhead)) => Ok(Arc::clone(bulkhead)),
+            None => Err(self.too_many_keys(key)),
+        }
+    }
+
+    /// Takes a place for a new key in the global count of live keys; `false` at `max_keys`.
+    /// Released by the eviction of the key inserted with it (`evict_idle`).
+    fn reserve(&self) -> bool {
+        // Ordering: Relaxed (both) — the bound needs only the count's modification order:
+        // every reservation and release is an RMW on this one atomic, so two inserts racing
+        // for the last place cannot both succeed; no data is published through the count.
+        let mut live = self.live.load(Ordering::Relaxed);
+        loop {
+            if live >= self.max_keys {
+                return false;
+            }
+            // Ordering: Relaxed, success and failure — as above.
+            match self.live.compare_exchange(live, live + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) => live = now,
+            }
+        }
     }
 
     #[cold]
@@ -435,8 +747,7 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_acquire(&self, key: &K) -> Result<KeyedPermit<'_>, KeyedFull> {
-        let bulkhead = self.bulkhead_for(key)?;
-        let key_permit = bulkhead.try_acquire_owned().map_err(KeyedFull::Key)?;
+        let key_permit = self.try_key(key)?;
         let total = self.total.as_ref().map(Bulkhead::try_acquire);
         both(key_permit, total)
     }
@@ -565,7 +876,9 @@ where
                 return Some(bulkhead.metrics());
             }
         }
-        self.keys.lock().map.get(key).map(|bulkhead| bulkhead.metrics())
+        let hash = self.hasher.hash_one(key);
+        let shard = self.shard(hash).lock();
+        shard.table.find(hash, |e| e.key == *key).map(|entry| entry.bulkhead.metrics())
     }
 
     /// The bulkhead of `key`, if it is live (or is the fallback key), to register listeners,
@@ -586,28 +899,9 @@ where
                 return Some(Arc::clone(bulkhead));
             }
         }
-        self.keys.lock().map.get(key).map(Arc::clone)
-    }
-
-    /// How many keys are live (the fallback key not counted).
-    ///
-    /// ```
-    /// use bulkhead::keyed::KeyedBulkhead;
-    /// let hosts = KeyedBulkhead::<&str>::builder("hosts").build()?;
-    /// drop(hosts.try_acquire(&"a.example")?);
-    /// assert_eq!(hosts.live_keys(), 1);
-    /// assert_eq!(hosts.evict_idle(), 1);
-    /// assert_eq!(hosts.live_keys(), 0);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn live_keys(&self) -> usize {
-        self.keys.lock().map.len()
-    }
-
-    /// Evicts every idle key now (nothing in flight, nobody waiting); returns how many. A
-    /// full map does this by itself when a new key arrives; call it to return memory sooner.
-    pub fn evict_idle(&self) -> usize {
-        evict_idle(&mut self.keys.lock().map)
+        let hash = self.hasher.hash_one(key);
+        let shard = self.shard(hash).lock();
+        shard.table.find(hash, |e| e.key == *key).map(|entry| Arc::clone(&entry.bulkhead))
     }
 
     /// Metrics with a bounded number of labels: the `cap` live keys with the most calls in
@@ -629,10 +923,11 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn metrics(&self, cap: usize) -> KeyedMetrics<K> {
-        let mut all: Vec<(K, BulkheadMetrics)> = {
-            let keys = self.keys.lock();
-            keys.map.iter().map(|(key, bulkhead)| (key.clone(), bulkhead.metrics())).collect()
-        };
+        let mut all: Vec<(K, BulkheadMetrics)> = Vec::new();
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            all.extend(shard.table.iter().map(|e| (e.key.clone(), e.bulkhead.metrics())));
+        }
         if let Some((key, bulkhead)) = &self.fallback {
             all.push((key.clone(), bulkhead.metrics()));
         }
@@ -676,17 +971,29 @@ fn both<'a>(
     }
 }
 
-/// Removes every idle entry; returns how many. Called with the map's lock held.
-fn evict_idle<K>(keys: &mut HashMap<K, Arc<Bulkhead>>) -> usize {
-    let before = keys.len();
-    keys.retain(|_, bulkhead| !is_idle(bulkhead));
-    before - keys.len()
+/// A place reserved in the count of live keys, given back on drop: held while a key is
+/// created, forgotten once it is inserted.
+struct Reservation<'a>(&'a AtomicUsize);
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        // Ordering: Relaxed — as the release in `evict_idle`: only the count's modification
+        // order matters, nothing is published through it.
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether a refusal read from `word` reaches user code (listeners, counters, a `tracing`
+/// subscriber): the condition under which `Bulkhead::reject` does more than build the error.
+#[inline]
+fn observed(word: Word) -> bool {
+    word.is_observed() || crate::trace::interested()
 }
 
 /// Whether a key's bulkhead may be evicted: nobody holds it but the map, and its last
-/// release happens-before this check. Called with the map's lock held.
+/// release happens-before this check. Called with its shard's lock held.
 ///
-/// - The count: every clone of the `Arc` is made under the map's lock (look-ups), and the
+/// - The count: every clone of the `Arc` is made under its shard's lock (look-ups), and the
 ///   callers hold theirs from the look-up until their permit is dropped or their wait ends;
 ///   so a count of 1 means no permit, no waiter and no caller between its look-up and its
 ///   acquire, and none can appear while the lock is held. Metrics alone would miss that last
@@ -698,11 +1005,12 @@ fn is_idle(bulkhead: &Arc<Bulkhead>) -> bool {
     Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()
 }
 
-impl<K: fmt::Debug> fmt::Debug for KeyedBulkhead<K> {
+impl<K: fmt::Debug, S> fmt::Debug for KeyedBulkhead<K, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedBulkhead")
             .field("name", &self.name)
-            .field("live_keys", &self.keys.lock().map.len())
+            .field("live_keys", &self.live_keys())
+            .field("shards", &self.shards.len())
             .field("max_keys", &self.max_keys)
             .field("total", &self.total)
             .finish()
@@ -869,5 +1177,110 @@ mod tests {
         assert!(matches!(keyed.try_acquire(&5), Err(KeyedFull::Key(_))));
         drop((one, three, four));
         assert_eq!(keyed.evict_idle(), 2);
+    }
+
+    #[test]
+    fn max_keys_is_global_across_shards() {
+        let keyed = Arc::new(
+            KeyedBulkhead::<u64>::builder("k")
+                .default_config(limit(1))
+                .max_keys(3)
+                .shards(64)
+                .build()
+                .unwrap(),
+        );
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let keyed = Arc::clone(&keyed);
+                std::thread::spawn(move || {
+                    for i in 0..2_000 {
+                        if let Ok(permit) = keyed.try_acquire(&(t * 100_000 + i)) {
+                            let live = keyed.live_keys();
+                            assert!(live <= 3, "{live} keys live, max 3");
+                            drop(permit);
+                        }
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        let live = keyed.live_keys();
+        assert!(live <= 3);
+        assert_eq!(keyed.metrics(usize::MAX).keys.len(), live, "count and entries agree");
+        assert_eq!(keyed.evict_idle(), live);
+        assert_eq!(keyed.live_keys(), 0);
+    }
+
+    #[test]
+    fn one_shard_and_many_keys() {
+        let keyed = KeyedBulkhead::<u32>::builder("k").shards(0).max_keys(500).build().unwrap();
+        assert_eq!(keyed.shards(), 1);
+        for key in 0..500 {
+            drop(keyed.try_acquire(&key).unwrap());
+        }
+        assert_eq!(keyed.live_keys(), 500);
+        for key in 0..500 {
+            assert!(keyed.key_metrics(&key).is_some(), "key {key} lost");
+        }
+        let big = KeyedBulkhead::<u32>::builder("k").shards(usize::MAX).build().unwrap();
+        assert_eq!(big.shards(), MAX_SHARDS);
+    }
+
+    /// Listeners run outside the shard's lock: one that looks up its own key (same shard)
+    /// on a permit and on a refusal does not deadlock.
+    #[test]
+    fn listeners_run_outside_the_shard_lock() {
+        let keyed = Arc::new(
+            KeyedBulkhead::<u8>::builder("k").default_config(limit(1)).shards(1).build().unwrap(),
+        );
+        drop(keyed.try_acquire(&1).unwrap());
+        let heard = Arc::new(AtomicUsize::new(0));
+        {
+            let (weak, heard) = (Arc::downgrade(&keyed), Arc::clone(&heard));
+            keyed.key_bulkhead(&1).unwrap().on_event(move |_| {
+                if let Some(keyed) = weak.upgrade() {
+                    assert!(keyed.key_metrics(&1).is_some());
+                }
+                // Ordering: Relaxed — a test counter read after the calls on this thread.
+                heard.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        let permit = keyed.try_acquire(&1).unwrap();
+        assert!(matches!(keyed.try_acquire(&1), Err(KeyedFull::Key(_))));
+        drop(permit);
+        // Ordering: Relaxed — as above.
+        assert_eq!(heard.load(Ordering::Relaxed), 3, "permitted, rejected, finished");
+    }
+
+    #[test]
+    fn keys_created_after_close_are_closed_in_every_shard() {
+        let keyed = KeyedBulkhead::<u32>::builder("k").shards(8).build().unwrap();
+        drop(keyed.try_acquire(&0).unwrap());
+        assert!(keyed.close());
+        for key in 0..64 {
+            assert_eq!(keyed.try_acquire(&key).unwrap_err().reason(), Some(RejectReason::Closed));
+        }
+        assert!(keyed.wait_drained(std::time::Duration::ZERO));
+    }
+
+    /// A key whose `Display` panics while it is created gives its reserved place back.
+    #[test]
+    fn a_panicking_key_gives_its_place_back() {
+        #[derive(Clone, PartialEq, Eq, Hash)]
+        struct Key(u8);
+        impl fmt::Display for Key {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                assert!(self.0 != 0, "key 0 cannot be displayed");
+                write!(f, "{}", self.0)
+            }
+        }
+        let keyed = KeyedBulkhead::<Key>::builder("k").max_keys(1).build().unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            drop(keyed.try_acquire(&Key(0)));
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(keyed.live_keys(), 0, "the place was given back");
+        drop(keyed.try_acquire(&Key(1)).unwrap());
+        assert_eq!(keyed.live_keys(), 1);
     }
 }

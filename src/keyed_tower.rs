@@ -3,10 +3,11 @@
 
 use core::fmt;
 use core::future::Future;
-use core::hash::Hash;
+use core::hash::{BuildHasher, Hash};
 use core::mem;
 use core::pin::Pin;
 use core::task::{Context, Poll};
+use std::collections::hash_map::RandomState;
 use std::sync::Arc;
 
 use tower_layer::Layer;
@@ -23,6 +24,9 @@ use crate::tower::BoxError;
 ///
 /// Its response future is boxed (one allocation per request), unlike
 /// [`BulkheadLayer`](crate::tower::BulkheadLayer)'s.
+///
+/// `H` is the keyed bulkhead's hasher ([`KeyedBulkheadBuilder::hasher`](crate::keyed::KeyedBulkheadBuilder::hasher)),
+/// std's `RandomState` by default.
 ///
 /// # Examples
 ///
@@ -54,37 +58,37 @@ use crate::tower::BoxError;
 /// # Ok(())
 /// # }
 /// ```
-pub struct KeyedBulkheadLayer<K, F> {
-    keyed: Arc<KeyedBulkhead<K>>,
+pub struct KeyedBulkheadLayer<K, F, H = RandomState> {
+    keyed: Arc<KeyedBulkhead<K, H>>,
     key_of: Arc<F>,
 }
 
-impl<K, F> KeyedBulkheadLayer<K, F> {
+impl<K, F, H> KeyedBulkheadLayer<K, F, H> {
     /// A layer that guards calls with `keyed`, keyed by `key_of(&request)`.
-    pub fn new(keyed: Arc<KeyedBulkhead<K>>, key_of: F) -> Self {
+    pub fn new(keyed: Arc<KeyedBulkhead<K, H>>, key_of: F) -> Self {
         KeyedBulkheadLayer { keyed, key_of: Arc::new(key_of) }
     }
 
     /// The keyed bulkhead.
-    pub fn keyed(&self) -> &Arc<KeyedBulkhead<K>> {
+    pub fn keyed(&self) -> &Arc<KeyedBulkhead<K, H>> {
         &self.keyed
     }
 }
 
-impl<K, F> Clone for KeyedBulkheadLayer<K, F> {
+impl<K, F, H> Clone for KeyedBulkheadLayer<K, F, H> {
     fn clone(&self) -> Self {
         KeyedBulkheadLayer { keyed: Arc::clone(&self.keyed), key_of: Arc::clone(&self.key_of) }
     }
 }
 
-impl<K, F> fmt::Debug for KeyedBulkheadLayer<K, F> {
+impl<K, F, H> fmt::Debug for KeyedBulkheadLayer<K, F, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedBulkheadLayer").field("name", &self.keyed.name()).finish()
     }
 }
 
-impl<S, K, F> Layer<S> for KeyedBulkheadLayer<K, F> {
-    type Service = KeyedBulkheadService<S, K, F>;
+impl<S, K, F, H> Layer<S> for KeyedBulkheadLayer<K, F, H> {
+    type Service = KeyedBulkheadService<S, K, F, H>;
 
     fn layer(&self, inner: S) -> Self::Service {
         KeyedBulkheadService {
@@ -96,13 +100,13 @@ impl<S, K, F> Layer<S> for KeyedBulkheadLayer<K, F> {
 }
 
 /// A client service guarded by a [`KeyedBulkhead`]; built by [`KeyedBulkheadLayer`].
-pub struct KeyedBulkheadService<S, K, F> {
+pub struct KeyedBulkheadService<S, K, F, H = RandomState> {
     inner: S,
-    keyed: Arc<KeyedBulkhead<K>>,
+    keyed: Arc<KeyedBulkhead<K, H>>,
     key_of: Arc<F>,
 }
 
-impl<S: Clone, K, F> Clone for KeyedBulkheadService<S, K, F> {
+impl<S: Clone, K, F, H> Clone for KeyedBulkheadService<S, K, F, H> {
     fn clone(&self) -> Self {
         KeyedBulkheadService {
             inner: self.inner.clone(),
@@ -112,7 +116,7 @@ impl<S: Clone, K, F> Clone for KeyedBulkheadService<S, K, F> {
     }
 }
 
-impl<S, K, F> fmt::Debug for KeyedBulkheadService<S, K, F> {
+impl<S, K, F, H> fmt::Debug for KeyedBulkheadService<S, K, F, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedBulkheadService")
             .field("name", &self.keyed.name())
@@ -120,7 +124,7 @@ impl<S, K, F> fmt::Debug for KeyedBulkheadService<S, K, F> {
     }
 }
 
-impl<S, K, F, Req> Service<Req> for KeyedBulkheadService<S, K, F>
+impl<S, K, F, H, Req> Service<Req> for KeyedBulkheadService<S, K, F, H>
 where
     S: Service<Req> + Clone + Send + 'static,
     S::Future: Send,
@@ -129,6 +133,7 @@ where
     Req: Send + 'static,
     K: Eq + Hash + Clone + fmt::Display + Send + Sync + 'static,
     F: Fn(&Req) -> K,
+    H: BuildHasher + Send + Sync + 'static,
 {
     type Response = S::Response;
     type Error = BoxError;

@@ -693,9 +693,10 @@ impl KeyedSeries {
     /// and zero once for every key exported last time that is no longer among them, in the
     /// current recorder. Call it right before rendering, as [`collect`]. Use one
     /// `KeyedSeries` per keyed bulkhead: it remembers which keys it exported.
-    pub fn record<K>(&self, keyed: &crate::keyed::KeyedBulkhead<K>)
+    pub fn record<K, S>(&self, keyed: &crate::keyed::KeyedBulkhead<K, S>)
     where
         K: Eq + core::hash::Hash + Clone + fmt::Display,
+        S: core::hash::BuildHasher,
     {
         let name = keyed.name();
         let snapshot = keyed.metrics(self.cap);

@@ -35,7 +35,7 @@ pub(crate) const NO_SLOT: usize = usize::MAX;
 
 #[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
 mod imp {
-    pub(crate) use core::sync::atomic::{AtomicU64, AtomicUsize};
+    pub(crate) use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
     pub(crate) use std::sync::OnceLock;
     pub(crate) use std::thread::{current as current_thread, Thread};
 

@@ -331,3 +331,11 @@ fn keyed_new_key_eviction_racing_acquire_keeps_key_limit() {
         scenarios::keyed_eviction_racing_acquire_keeps_key_limit(true)
     });
 }
+
+/// Two new keys in different shards racing for the last place (max_keys 1).
+#[test]
+fn keyed_new_keys_racing_in_two_shards_keep_max_keys() {
+    run_model("keyed_new_keys_racing_in_two_shards_keep_max_keys", || {
+        scenarios::keyed_new_keys_racing_in_two_shards_keep_max_keys()
+    });
+}

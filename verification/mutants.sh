@@ -5,6 +5,7 @@
 #   verification/mutants.sh                      # every mutant, every suite
 #   MUTANTS_ONLY="release_relaxed barging" verification/mutants.sh
 #   MUTANTS_SUITES="loom model" verification/mutants.sh
+#   MUTANTS_FILTER=keyed MUTANTS_SUITES="loom shuttle" verification/mutants.sh   # keyed scenarios only
 #
 # Suites: loom (exhaustive, LOOM_MAX_PREEMPTIONS=$MUTANTS_LOOM_PREEMPTIONS, default 2),
 # shuttle (random + PCT, SHUTTLE_ITERATIONS=$MUTANTS_SHUTTLE_ITERATIONS, default 1000),
@@ -16,6 +17,8 @@
 # rebuilding the dependencies), but never one that another build uses at the same time:
 # cargo names a root package's artifacts by its workspace-relative path, so two copies of
 # this crate building in one target directory at once overwrite each other's binaries.
+# Afterwards, the last mutant's binary may still sit there and look fresh to cargo for your
+# own tree (same artifact names): touch src/lib.rs before trusting a run in that directory.
 #
 # The unmutated copy is run first; every suite must pass on it, or the script stops.
 # Exit status: 0 if every mutant was caught by at least one suite and every ordering mutant
@@ -32,6 +35,8 @@ SUITES=${MUTANTS_SUITES:-"loom shuttle model tests"}
 PREEMPTIONS=${MUTANTS_LOOM_PREEMPTIONS:-2}
 SHUTTLE_N=${MUTANTS_SHUTTLE_ITERATIONS:-1000}
 SUITE_TIMEOUT=${MUTANTS_SUITE_TIMEOUT:-300}
+# A test-name filter for the loom and shuttle suites (default: every scenario).
+FILTER=${MUTANTS_FILTER:-}
 
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/bulkhead-mutants.XXXXXX")
 trap 'rm -rf "$SCRATCH"' EXIT
@@ -107,6 +112,7 @@ MUTANTS=(
     keyed_sync_takes_total_before_key
     keyed_evicts_by_metrics
     keyed_evicts_without_acquire
+    keyed_bound_without_reservation
 )
 ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire "
 
@@ -142,6 +148,7 @@ describe() {
     keyed_sync_takes_total_before_key) echo "keyed: the blocking acquire takes the total before the key (async takes key first)" ;;
     keyed_evicts_by_metrics) echo "keyed: idle means nothing in flight or waiting (misses a caller between look-up and acquire)" ;;
     keyed_evicts_without_acquire) echo "keyed: idle means only the map holds the Arc (no Acquire: the next holder may miss the last one's writes)" ;;
+    keyed_bound_without_reservation) echo "keyed: a new key checks the live count, then adds itself (no CAS: two shards both take the last place)" ;;
     esac
 }
 
@@ -258,6 +265,12 @@ apply() {
         mutate src/keyed.rs '    Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()' '    bulkhead.sem().is_idle_acquire()' ;;
     keyed_evicts_without_acquire)
         mutate src/keyed.rs '    Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()' '    Arc::strong_count(bulkhead) == 1' ;;
+    keyed_bound_without_reservation)
+        mutate src/keyed.rs '            match self.live.compare_exchange(live, live + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) => live = now,
+            }' '            self.live.fetch_add(1, Ordering::Relaxed);
+            return true;' ;;
     *)
         echo "unknown mutant $1" >&2
         return 1 ;;
@@ -277,9 +290,9 @@ integration_tests() {
 suite_command() {
     case $1 in
     loom)
-        echo "env CARGO_TARGET_DIR=$LOOM_TARGET RUSTFLAGS='--cfg bulkhead_loom -C debug-assertions' LOOM_MAX_PREEMPTIONS=$PREEMPTIONS cargo test --release --test loom" ;;
+        echo "env CARGO_TARGET_DIR=$LOOM_TARGET RUSTFLAGS='--cfg bulkhead_loom -C debug-assertions' LOOM_MAX_PREEMPTIONS=$PREEMPTIONS cargo test --release --test loom $FILTER" ;;
     shuttle)
-        echo "env CARGO_TARGET_DIR=$SHUTTLE_TARGET RUSTFLAGS='--cfg bulkhead_shuttle' SHUTTLE_ITERATIONS=$SHUTTLE_N cargo test --release --test shuttle" ;;
+        echo "env CARGO_TARGET_DIR=$SHUTTLE_TARGET RUSTFLAGS='--cfg bulkhead_shuttle' SHUTTLE_ITERATIONS=$SHUTTLE_N cargo test --release --test shuttle $FILTER" ;;
     model)
         echo "env CARGO_TARGET_DIR=$PLAIN_TARGET RUSTFLAGS= cargo test --test reference_model" ;;
     tests)

@@ -993,14 +993,36 @@ pub fn adaptive_limit_changes_reach_engine_in_order(threads: usize, calls: usize
 // Keyed bulkheads (issue 13): two levels, and eviction.
 // ---------------------------------------------------------------------------------------
 
-fn keyed(
-    key_limit: usize,
-    total: Option<usize>,
-    wait: Duration,
-    max_keys: usize,
-) -> Arc<KeyedBulkhead<usize>> {
-    let mut builder =
-        KeyedBulkhead::builder("keyed").default_config(config(key_limit, wait)).max_keys(max_keys);
+/// The keyed scenarios' hasher: deterministic (std's `RandomState` would draw new keys in
+/// every execution, and a checker must replay an execution exactly) and transparent: key `k`
+/// hashes to `k << 40 | k`, so with the scenarios' 2 shards (bits 40.. of the hash pick
+/// the shard) even keys share shard 0 and odd keys shard 1.
+#[derive(Clone, Copy, Default)]
+pub struct KeyHasher(u64);
+
+impl core::hash::Hasher for KeyHasher {
+    fn write(&mut self, _bytes: &[u8]) {
+        unreachable!("the scenarios' keys are usize")
+    }
+
+    fn write_usize(&mut self, k: usize) {
+        self.0 = (k as u64) << 40 | k as u64;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A keyed bulkhead of the scenarios: 2 shards, [`KeyHasher`].
+pub type Keyed = KeyedBulkhead<usize, core::hash::BuildHasherDefault<KeyHasher>>;
+
+fn keyed(key_limit: usize, total: Option<usize>, wait: Duration, max_keys: usize) -> Arc<Keyed> {
+    let mut builder = KeyedBulkhead::builder("keyed")
+        .default_config(config(key_limit, wait))
+        .max_keys(max_keys)
+        .shards(2)
+        .hasher(core::hash::BuildHasherDefault::<KeyHasher>::default());
     if let Some(total) = total {
         builder = builder.total(config(total, wait));
     }
@@ -1008,7 +1030,7 @@ fn keyed(
 }
 
 /// Every live key of `keys` and the total (if any) at rest, with their limits.
-fn assert_keyed_quiescent(keyed: &KeyedBulkhead<usize>, keys: &[usize], key_limit: usize) {
+fn assert_keyed_quiescent(keyed: &Keyed, keys: &[usize], key_limit: usize) {
     for key in keys {
         if let Some(bulkhead) = keyed.key_bulkhead(key) {
             assert_quiescent(&bulkhead, key_limit);
@@ -1147,4 +1169,52 @@ pub fn keyed_eviction_racing_acquire_keeps_key_limit(by_new_key: bool) {
     occupancy.check(admitted.load(SeqCst));
     assert!(keyed.live_keys() <= 1, "{} keys live, max 1", keyed.live_keys());
     assert_keyed_quiescent(&keyed, &[7, 8], 1);
+}
+
+/// Two new keys racing for the last place, in different shards: `max_keys` 1, keys 0 and 1
+/// (shards 0 and 1, so no lock orders them), limit 1 each, a total of 2, `try_acquire`.
+/// The bound is global: never two keys live, so never two callers inside at once (each
+/// holds its own key's slot; `Occupancy` of 1 sees both). The one that loses the race is
+/// refused with `TooManyKeys` unless the winner's key was already idle and evicted; every
+/// call ends admitted or refused, one at least is admitted, the count of live keys equals
+/// the entries in the shards, and every slot of both levels is back.
+pub fn keyed_new_keys_racing_in_two_shards_keep_max_keys() {
+    let keyed = keyed(1, Some(2), Duration::ZERO, 1);
+    let occupancy = Occupancy::new(1);
+    let admitted = Arc::new(AtomicUsize::new(0));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let caller = {
+        let (keyed, occupancy, admitted, refused) = (
+            Arc::clone(&keyed),
+            Arc::clone(&occupancy),
+            Arc::clone(&admitted),
+            Arc::clone(&refused),
+        );
+        move |key: usize| match keyed.try_acquire(&key) {
+            Ok(permit) => {
+                occupancy.work();
+                drop(permit);
+                admitted.fetch_add(1, SeqCst);
+            }
+            Err(KeyedFull::TooManyKeys { .. }) => {
+                refused.fetch_add(1, SeqCst);
+            }
+            Err(other) => panic!("key {key} refused by {other}"),
+        }
+    };
+    let other = {
+        let caller = caller.clone();
+        rt::spawn(move || caller(1))
+    };
+    caller(0);
+    join(other);
+    let admitted = admitted.load(SeqCst);
+    assert_eq!(admitted + refused.load(SeqCst), 2, "a call neither admitted nor refused");
+    assert!(admitted >= 1, "both new keys refused: one place was free");
+    occupancy.check(admitted);
+    let live = keyed.live_keys();
+    assert!(live <= 1, "{live} keys live, max 1");
+    let entries = keyed.metrics(usize::MAX);
+    assert_eq!(entries.keys.len() + entries.other_keys, live, "the count drifted from the map");
+    assert_keyed_quiescent(&keyed, &[0, 1], 1);
 }

@@ -199,6 +199,8 @@ scenarios! {
         crate::scenarios::keyed_eviction_racing_acquire_keeps_key_limit(false);
     keyed_new_key_eviction_racing_acquire_keeps_key_limit =>
         crate::scenarios::keyed_eviction_racing_acquire_keeps_key_limit(true);
+    keyed_new_keys_racing_in_two_shards_keep_max_keys =>
+        crate::scenarios::keyed_new_keys_racing_in_two_shards_keep_max_keys();
 
     // Larger than loom can explore: 4 to 8 threads and tasks.
     never_exceeds_limit_six_on_one_three_rounds => crate::scenarios::never_exceeds_limit(6, 1, 3);
