@@ -72,6 +72,10 @@ pub(crate) struct Inner {
 struct Entry {
     bulkhead: Arc<Bulkhead>,
     tags: BTreeMap<String, String>,
+    /// The adaptive bulkhead whose engine `bulkhead` is, when the entry was made adaptive
+    /// ([`AdaptiveBulkhead::in_registry`](crate::adaptive::AdaptiveBulkhead::in_registry)
+    /// or a config file's `adaptive:` block); cleared by [`BulkheadRegistry::replace`].
+    adaptive: Option<Arc<crate::adaptive::AdaptiveBulkhead>>,
 }
 
 /// A registry operation was refused.
@@ -390,7 +394,7 @@ impl BulkheadRegistry {
         // Another thread may have created it between the two locks: the first one wins.
         let entry = inner.entries.entry(name.to_owned()).or_insert_with(|| {
             let (config, tags) = make();
-            Entry { bulkhead: Arc::new(Bulkhead::new(name, config)), tags }
+            Entry { bulkhead: Arc::new(Bulkhead::new(name, config)), tags, adaptive: None }
         });
         Arc::clone(&entry.bulkhead)
     }
@@ -456,7 +460,53 @@ impl BulkheadRegistry {
         );
         let mut inner = self.inner.write();
         let entry = inner.entries.get_mut(name)?;
+        entry.adaptive = None;
         Some(core::mem::replace(&mut entry.bulkhead, bulkhead))
+    }
+
+    /// The configuration of `name` as configured: an adaptive entry's cap and wait settings
+    /// (its engine's limit moves below that cap), else the bulkhead's configuration
+    /// (created as [`bulkhead`](Self::bulkhead) would, if absent).
+    pub(crate) fn configured(&self, name: &str) -> BulkheadConfig {
+        if let Some(adaptive) = self.find_adaptive(name) {
+            return adaptive.base_config().clone();
+        }
+        self.bulkhead(name).config()
+    }
+
+    /// Makes the entry `name` (created as [`bulkhead`](Self::bulkhead) would, if absent)
+    /// hold `adaptive` and its engine.
+    pub(crate) fn set_adaptive(
+        &self,
+        name: &str,
+        adaptive: &Arc<crate::adaptive::AdaptiveBulkhead>,
+    ) {
+        let _ = self.bulkhead(name);
+        let mut inner = self.inner.write();
+        if let Some(entry) = inner.entries.get_mut(name) {
+            entry.bulkhead = Arc::clone(adaptive.bulkhead());
+            entry.adaptive = Some(Arc::clone(adaptive));
+        }
+    }
+
+    /// The adaptive bulkhead registered as `name`, if the entry is adaptive: made by
+    /// [`AdaptiveBulkhead::in_registry`](crate::adaptive::AdaptiveBulkhead::in_registry), or
+    /// by [`from_file`](Self::from_file) and its siblings for an instance with an `adaptive:`
+    /// block. Calls through it record the samples the limit adapts to; calls through
+    /// [`find`](Self::find)'s `Arc<Bulkhead>` (the same engine) are limited but not measured.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::adaptive::{AdaptiveBulkhead, Aimd};
+    /// use bulkhead::BulkheadRegistry;
+    /// let registry = BulkheadRegistry::default();
+    /// assert!(registry.find_adaptive("bank").is_none());
+    /// let bank = AdaptiveBulkhead::in_registry(&registry, "bank", Aimd::default());
+    /// assert!(Arc::ptr_eq(&registry.find_adaptive("bank").unwrap(), &bank));
+    /// assert!(registry.find_adaptive("other").is_none());
+    /// ```
+    pub fn find_adaptive(&self, name: &str) -> Option<Arc<crate::adaptive::AdaptiveBulkhead>> {
+        self.inner.read().entries.get(name).and_then(|e| e.adaptive.clone())
     }
 
     /// Every registered bulkhead, sorted by name (a snapshot).
@@ -667,6 +717,10 @@ impl BulkheadRegistry {
     }
 
     /// Builds a registry from a file already loaded; see [`from_file`](Self::from_file).
+    /// An instance with an `adaptive:` block becomes an adaptive bulkhead
+    /// ([`find_adaptive`](Self::find_adaptive); the block: [`AdaptiveSettings`]).
+    ///
+    /// [`AdaptiveSettings`]: crate::file::AdaptiveSettings
     ///
     /// ```
     /// use bulkhead::{file::ConfigFile, BulkheadRegistry};
@@ -686,6 +740,9 @@ impl BulkheadRegistry {
         }
         for instance in file.instances() {
             registry.bulkhead_with(instance.name(), instance.config().clone());
+            if let Some(settings) = instance.adaptive() {
+                settings.in_registry(&registry, instance.name());
+            }
         }
         registry
     }

@@ -117,3 +117,38 @@ resilience4j.bulkhead.instances.bank:
     assert_eq!((f.rule(), f.severity()), (rules::POOL_SIZE, Severity::Warning));
     assert!(f.message().contains("max-limit: 8"), "{}", f.message());
 }
+
+/// A registry built from a file makes the instances with an `adaptive:` block adaptive:
+/// `find_adaptive` gives the handle whose calls record samples, `find` its engine; the
+/// other instances stay static, and `replace` ends the entry's adaptive state.
+#[test]
+fn registry_from_a_file_builds_the_adaptive_instances() {
+    let registry = BulkheadRegistry::from_yaml_str(
+        "
+resilience4j.bulkhead.instances:
+  bank:
+    max-concurrent-calls: 16
+    adaptive: { algorithm: aimd, min-limit: 2, max-limit: 12, initial-limit: 8 }
+  shop:
+    max-concurrent-calls: 4
+",
+    )
+    .unwrap();
+    let bank = registry.find_adaptive("bank").expect("bank has an adaptive block");
+    assert_eq!((bank.min_limit(), bank.max_limit(), bank.limit()), (2, 12, 8));
+    let engine = registry.find("bank").unwrap();
+    assert!(std::sync::Arc::ptr_eq(&engine, bank.bulkhead()));
+    assert_eq!(engine.config().max_concurrent_calls(), 8, "the engine runs at the initial limit");
+    assert!(registry.find_adaptive("shop").is_none());
+    assert_eq!(registry.find("shop").unwrap().config().max_concurrent_calls(), 4);
+
+    assert_eq!(bank.call(|| 42).unwrap(), 42);
+    assert_eq!(registry.find_adaptive("bank").unwrap().adaptive_metrics().samples(), 1);
+
+    let replacement = std::sync::Arc::new(bulkhead::Bulkhead::new(
+        "bank",
+        bulkhead::BulkheadConfig::for_pool(20),
+    ));
+    registry.replace("bank", replacement);
+    assert!(registry.find_adaptive("bank").is_none(), "a replaced entry is no longer adaptive");
+}

@@ -166,14 +166,16 @@ impl AdaptiveBulkhead {
     /// named config or the default, as [`BulkheadRegistry::bulkhead`] resolves it), and the
     /// registry's entry (tags kept) then holds the adaptive bulkhead's engine, so
     /// [`BulkheadRegistry::find`], `all`, `close_all`, `wait_drained` and the metrics
-    /// exporter see it. Keep the returned handle to make calls that record samples; calls
-    /// made through the registry's `Arc<Bulkhead>` are limited but not measured.
+    /// exporter see it, and [`BulkheadRegistry::find_adaptive`] gives this handle back. Make
+    /// calls through it to record samples; calls made through the registry's
+    /// `Arc<Bulkhead>` are limited but not measured.
     ///
     /// A caller that took the registry's previous bulkhead for `name` before this call
     /// keeps using that one.
     ///
     /// [`BulkheadRegistry::bulkhead`]: crate::BulkheadRegistry::bulkhead
     /// [`BulkheadRegistry::find`]: crate::BulkheadRegistry::find
+    /// [`BulkheadRegistry::find_adaptive`]: crate::BulkheadRegistry::find_adaptive
     ///
     /// # Examples
     ///
@@ -192,9 +194,9 @@ impl AdaptiveBulkhead {
         name: &str,
         algorithm: impl LimitAlgorithm,
     ) -> Arc<AdaptiveBulkhead> {
-        let current = registry.bulkhead(name);
-        let adaptive = Arc::new(AdaptiveBulkhead::new(name, current.config(), algorithm));
-        registry.replace(name, Arc::clone(adaptive.bulkhead()));
+        let config = registry.configured(name);
+        let adaptive = Arc::new(AdaptiveBulkhead::new(name, config, algorithm));
+        registry.set_adaptive(name, &adaptive);
         adaptive
     }
 
@@ -210,6 +212,11 @@ impl AdaptiveBulkhead {
     /// ```
     pub fn bulkhead(&self) -> &Arc<Bulkhead> {
         &self.bulkhead
+    }
+
+    /// The configuration given at construction: the cap and the wait settings.
+    pub(crate) fn base_config(&self) -> &BulkheadConfig {
+        &self.base
     }
 
     /// The bulkhead's name.

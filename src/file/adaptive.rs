@@ -151,7 +151,7 @@ impl AdaptiveSettings {
     /// checked against the file's configuration for the instance; should the registry hold
     /// a smaller cap for `name` (changed since), the bounds are clamped to it.
     pub fn in_registry(&self, registry: &BulkheadRegistry, name: &str) -> Arc<AdaptiveBulkhead> {
-        let config = registry.bulkhead(name).config();
+        let config = registry.configured(name);
         let cap = config.max_concurrent_calls();
         let mut clamped = self.clone();
         clamped.max_limit = self.max_limit.map(|n| n.min(cap));
@@ -161,7 +161,7 @@ impl AdaptiveSettings {
         clamped.initial_limit = self.initial_limit.map(|n| n.clamp(min, max));
         let adaptive =
             Arc::new(clamped.builder(name, config).build().expect("bounds clamped into the cap"));
-        registry.replace(name, Arc::clone(adaptive.bulkhead()));
+        registry.set_adaptive(name, &adaptive);
         adaptive
     }
 
