@@ -66,12 +66,86 @@ impl BulkheadRegistry {
 pub mod __private {
     pub use std::sync::{Arc, OnceLock};
 
-    use crate::{Bulkhead, BulkheadFull, BulkheadRegistry};
+    use crate::adaptive::{AdaptiveBulkhead, AdaptivePermit};
+    use crate::{Bulkhead, BulkheadFull, BulkheadRegistry, Permit};
 
-    /// The bulkhead `name` of the global registry (the attribute without `registry`).
+    /// What a call site resolved, once: the registry's adaptive bulkhead for the name if it
+    /// holds one ([`BulkheadRegistry::find_adaptive`]), so the calls record the samples its
+    /// limit adapts to, else its bulkhead.
+    #[derive(Debug)]
+    pub enum Site {
+        /// A plain bulkhead.
+        Static(Arc<Bulkhead>),
+        /// An adaptive bulkhead: each call's permit records a sample when it ends.
+        Adaptive(Arc<AdaptiveBulkhead>),
+    }
+
+    /// The permit a call holds while its body runs.
+    #[derive(Debug)]
+    pub enum SitePermit<'a> {
+        /// From a plain bulkhead.
+        Static(Permit<'a>),
+        /// From an adaptive bulkhead.
+        Adaptive(AdaptiveSitePermit<'a>),
+    }
+
+    /// An adaptive call's permit, recorded and released out of line, so that a plain call
+    /// site's code (the common case) stays small.
+    #[derive(Debug)]
+    pub struct AdaptiveSitePermit<'a>(Option<AdaptivePermit<'a>>);
+
+    impl Drop for AdaptiveSitePermit<'_> {
+        #[inline(never)]
+        fn drop(&mut self) {
+            drop(self.0.take());
+        }
+    }
+
     #[cold]
-    pub fn global_bulkhead(name: &str) -> Arc<Bulkhead> {
-        BulkheadRegistry::global().bulkhead(name)
+    #[inline(never)]
+    fn adaptive_acquire(adaptive: &AdaptiveBulkhead) -> Result<SitePermit<'_>, BulkheadFull> {
+        adaptive.acquire().map(|permit| SitePermit::Adaptive(AdaptiveSitePermit(Some(permit))))
+    }
+
+    impl Site {
+        /// The entry `name` of `registry` (created with the registry's configuration if
+        /// absent).
+        #[cold]
+        pub fn of(registry: &BulkheadRegistry, name: &str) -> Site {
+            match registry.find_adaptive(name) {
+                Some(adaptive) => Site::Adaptive(adaptive),
+                None => Site::Static(registry.bulkhead(name)),
+            }
+        }
+
+        /// [`Bulkhead::acquire`] or [`AdaptiveBulkhead::acquire`]. Always inlined: the
+        /// plain path then costs about what a hand-written `acquire` does
+        /// (`benches/results/macro.md`).
+        #[inline(always)]
+        pub fn acquire(&self) -> Result<SitePermit<'_>, BulkheadFull> {
+            match self {
+                Site::Static(bulkhead) => bulkhead.acquire().map(SitePermit::Static),
+                Site::Adaptive(adaptive) => adaptive_acquire(adaptive),
+            }
+        }
+
+        /// [`Bulkhead::acquire_async`] or [`AdaptiveBulkhead::acquire_async`].
+        #[inline]
+        pub async fn acquire_async(&self) -> Result<SitePermit<'_>, BulkheadFull> {
+            match self {
+                Site::Static(bulkhead) => bulkhead.acquire_async().await.map(SitePermit::Static),
+                Site::Adaptive(adaptive) => adaptive
+                    .acquire_async()
+                    .await
+                    .map(|permit| SitePermit::Adaptive(AdaptiveSitePermit(Some(permit)))),
+            }
+        }
+    }
+
+    /// The entry `name` of the global registry (the attribute without `registry`).
+    #[cold]
+    pub fn global_bulkhead(name: &str) -> Site {
+        Site::of(BulkheadRegistry::global(), name)
     }
 
     /// The attribute's `registry = X`, as `&X`: `(&Registry(&X)).bulkhead_named(name)`
@@ -84,7 +158,7 @@ pub mod __private {
     /// `registry = some_fn`: called once per call site.
     pub trait ViaFn {
         /// The bulkhead `name` of the registry `some_fn()` gives.
-        fn bulkhead_named(&self, name: &str) -> Arc<Bulkhead>;
+        fn bulkhead_named(&self, name: &str) -> Site;
     }
 
     impl<F, R> ViaFn for Registry<'_, F>
@@ -93,8 +167,8 @@ pub mod __private {
         R: core::ops::Deref<Target = BulkheadRegistry>,
     {
         #[cold]
-        fn bulkhead_named(&self, name: &str) -> Arc<Bulkhead> {
-            (self.0)().bulkhead(name)
+        fn bulkhead_named(&self, name: &str) -> Site {
+            Site::of(&(self.0)(), name)
         }
     }
 
@@ -102,7 +176,7 @@ pub mod __private {
     /// registry.
     pub trait ViaDeref {
         /// The bulkhead `name` of the registry the value points to.
-        fn bulkhead_named(&self, name: &str) -> Arc<Bulkhead>;
+        fn bulkhead_named(&self, name: &str) -> Site;
     }
 
     impl<T> ViaDeref for &Registry<'_, T>
@@ -110,8 +184,8 @@ pub mod __private {
         T: core::ops::Deref<Target = BulkheadRegistry>,
     {
         #[cold]
-        fn bulkhead_named(&self, name: &str) -> Arc<Bulkhead> {
-            self.0.bulkhead(name)
+        fn bulkhead_named(&self, name: &str) -> Site {
+            Site::of(self.0, name)
         }
     }
 

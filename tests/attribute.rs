@@ -377,3 +377,56 @@ fn attribute_caps_concurrent_callers() {
     });
     assert_quiescent(&bulkhead, 2);
 }
+
+/// A registry whose "attr-adaptive" instance has an `adaptive:` block (AIMD, limit 2..=8,
+/// starting at 8, a 50 ms timeout: a slower success counts as a failure).
+#[cfg(feature = "serde")]
+fn adaptive_registry() -> &'static BulkheadRegistry {
+    static REGISTRY: OnceLock<BulkheadRegistry> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        BulkheadRegistry::from_yaml_str(
+            "
+resilience4j.bulkhead.instances.attr-adaptive:
+  max-concurrent-calls: 8
+  adaptive: { algorithm: aimd, min-limit: 2, timeout: 50ms }
+",
+        )
+        .expect("valid config")
+    })
+}
+
+#[cfg(feature = "serde")]
+#[bulkhead(name = "attr-adaptive", registry = adaptive_registry)]
+fn adaptive_port(slow: bool) -> Result<(), PortError> {
+    if slow {
+        std::thread::sleep(Duration::from_millis(60));
+    }
+    Ok(())
+}
+
+#[cfg(feature = "serde")]
+#[bulkhead(name = "attr-adaptive", registry = adaptive_registry)]
+async fn adaptive_async_port() -> Result<(), PortError> {
+    tokio::task::yield_now().await;
+    Ok(())
+}
+
+/// On an adaptive registry entry the attribute's calls record samples (sync and async), and
+/// slow ones (over the adaptive timeout) lower the limit: the attribute runs under the
+/// adaptive bulkhead, not only its engine.
+#[cfg(feature = "serde")]
+#[tokio::test]
+async fn attribute_on_an_adaptive_entry_records_samples() {
+    let adaptive = adaptive_registry().find_adaptive("attr-adaptive").expect("adaptive entry");
+    assert_eq!(adaptive.limit(), 8);
+    adaptive_port(false).unwrap();
+    adaptive_async_port().await.unwrap();
+    assert_eq!(adaptive.adaptive_metrics().samples(), 2);
+    tokio::task::spawn_blocking(|| adaptive_port(true)).await.unwrap().unwrap();
+    assert_eq!(adaptive.adaptive_metrics().samples(), 3);
+    assert!(
+        adaptive.limit() < 8,
+        "a call over the timeout lowered the limit: {}",
+        adaptive.limit()
+    );
+}

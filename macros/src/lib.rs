@@ -7,8 +7,8 @@
 //! ```text
 //! fn f(..) -> Result<T, E> {
 //!     let permit = {
-//!         static SITE: OnceLock<Arc<Bulkhead>> = OnceLock::new();   // one per call site
-//!         let bulkhead = SITE.get_or_init(|| registry.bulkhead("sber"));
+//!         static SITE: OnceLock<Site> = OnceLock::new();   // one per call site: the registry's
+//!         let bulkhead = SITE.get_or_init(|| ..);           // adaptive or plain bulkhead
 //!         match bulkhead.acquire() {                                // .acquire_async().await
 //!             Ok(permit) => permit,
 //!             Err(full) => return Err(E::from(full)),               // or fallback(.., full)
@@ -57,6 +57,17 @@ use syn::{Expr, FnArg, ItemFn, LitStr, Pat, Path, ReturnType, Type};
 /// `Err(E::from(full))`, exactly as the `?` of `Bulkhead::call_fallible` does. Misuse is a
 /// compile error that says what to write: no `name`, an unknown argument, a `const fn`, a
 /// function without a `Result` and without a fallback.
+///
+/// # Adaptive bulkheads
+///
+/// When the registry holds an adaptive bulkhead for the name (`BulkheadRegistry::find_adaptive`:
+/// a config file's `adaptive:` block, or `AdaptiveBulkhead::in_registry` called before the
+/// call site's first call), the call runs under it, and its permit records the call's
+/// latency when the body ends: a success, or a failure if the body panics. An `Err` the body
+/// returns is recorded as a success of its latency (the attribute does not look at the
+/// value): give the adaptive bulkhead a `timeout` so that slow calls count as failures, or
+/// use `AdaptiveBulkhead::call_result` by hand where an `Err` must lower the limit. A call
+/// whose future is dropped while the body runs records the time it ran.
 ///
 /// # Cost
 ///
@@ -267,9 +278,9 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let permit = quote_spanned!(site=>
         let __bulkhead_permit = {
             static __BULKHEAD_CALL_SITE: ::bulkhead::__private::OnceLock<
-                ::bulkhead::__private::Arc<::bulkhead::Bulkhead>,
+                ::bulkhead::__private::Site,
             > = ::bulkhead::__private::OnceLock::new();
-            let bulkhead: &'static ::bulkhead::Bulkhead =
+            let bulkhead: &'static ::bulkhead::__private::Site =
                 __BULKHEAD_CALL_SITE.get_or_init(|| #resolve);
             match #acquire {
                 ::core::result::Result::Ok(permit) => permit,
