@@ -112,7 +112,7 @@ pub struct KeyedBulkhead<K, S = RandomState> {
     /// The fallback key and its bulkhead: created up front, never evicted, not counted in
     /// `max_keys`.
     fallback: Option<(K, Arc<Bulkhead>)>,
-    total: Option<Bulkhead>,
+    total: Option<Arc<Bulkhead>>,
     hasher: S,
     /// The live keys, `shard_mask + 1` shards, each on its own cache line.
     shards: Box<[CachePadded<Mutex<Shard<K>>>]>,
@@ -379,7 +379,7 @@ where
         let shards = self.shards.unwrap_or_else(default_shards).clamp(1, MAX_SHARDS);
         let shards = shards.next_power_of_two();
         let mut keyed = KeyedBulkhead {
-            total: self.total.map(|config| Bulkhead::new(self.name.clone(), config)),
+            total: self.total.map(|config| Arc::new(Bulkhead::new(self.name.clone(), config))),
             name: self.name,
             default: self.default,
             overrides: self.overrides,
@@ -610,7 +610,7 @@ where
     /// The bulkhead of `key`, created if it is not live: the fallback key's when the map is
     /// full and nothing is idle, an error if there is no fallback key. The `Arc` is cloned
     /// under the shard's lock (eviction, which also holds it, sees the clone).
-    fn bulkhead_for(&self, key: &K) -> Result<Arc<Bulkhead>, KeyedFull> {
+    pub(crate) fn bulkhead_for(&self, key: &K) -> Result<Arc<Bulkhead>, KeyedFull> {
         if let Some((fallback, bulkhead)) = &self.fallback {
             if fallback == key {
                 return Ok(Arc::clone(bulkhead));
@@ -748,7 +748,7 @@ where
     /// ```
     pub fn try_acquire(&self, key: &K) -> Result<KeyedPermit<'_>, KeyedFull> {
         let key_permit = self.try_key(key)?;
-        let total = self.total.as_ref().map(Bulkhead::try_acquire);
+        let total = self.total.as_deref().map(Bulkhead::try_acquire);
         both(key_permit, total)
     }
 
@@ -775,7 +775,7 @@ where
     pub fn acquire(&self, key: &K) -> Result<KeyedPermit<'_>, KeyedFull> {
         let bulkhead = self.bulkhead_for(key)?;
         let key_permit = bulkhead.acquire_owned().map_err(KeyedFull::Key)?;
-        let total = self.total.as_ref().map(Bulkhead::acquire);
+        let total = self.total.as_deref().map(Bulkhead::acquire);
         both(key_permit, total)
     }
 
@@ -858,14 +858,20 @@ where
         Ok(fut.await)
     }
 
+    /// The shared total, shared (for owned acquires: the tower layer's response future).
+    #[cfg(feature = "tower")]
+    pub(crate) fn total_arc(&self) -> Option<&Arc<Bulkhead>> {
+        self.total.as_ref()
+    }
+
     /// The shared total, if one is configured.
     pub fn total(&self) -> Option<&Bulkhead> {
-        self.total.as_ref()
+        self.total.as_deref()
     }
 
     /// A snapshot of the total's metrics, if one is configured.
     pub fn total_metrics(&self) -> Option<BulkheadMetrics> {
-        self.total.as_ref().map(Bulkhead::metrics)
+        self.total.as_deref().map(Bulkhead::metrics)
     }
 
     /// A snapshot of `key`'s metrics, if it is live (or is the fallback key). Does not

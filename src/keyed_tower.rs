@@ -6,24 +6,27 @@ use core::future::Future;
 use core::hash::{BuildHasher, Hash};
 use core::mem;
 use core::pin::Pin;
-use core::task::{Context, Poll};
+use core::task::{ready, Context, Poll};
 use std::collections::hash_map::RandomState;
 use std::sync::Arc;
 
+use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::keyed::KeyedBulkhead;
+use crate::keyed::{KeyedBulkhead, KeyedFull};
 use crate::tower::BoxError;
+use crate::{AcquireOwned, OwnedPermit};
 
 /// Guards a client service with a [`KeyedBulkhead`]: each request takes a slot of the key
 /// `key_of(&request)` (and of the total) when its response future is first polled, holds it
 /// until that future completes or is dropped, and fails with a
-/// [`KeyedFull`](crate::keyed::KeyedFull) boxed in a [`BoxError`] when refused. As with
+/// [`KeyedFull`] boxed in a [`BoxError`] when refused. As with
 /// [`BulkheadLayer`](crate::tower::BulkheadLayer), `poll_ready` reserves nothing.
 ///
-/// Its response future is boxed (one allocation per request), unlike
-/// [`BulkheadLayer`](crate::tower::BulkheadLayer)'s.
+/// Its response future, [`KeyedResponseFuture`], is a named type, as
+/// [`BulkheadLayer`](crate::tower::BulkheadLayer)'s is: no allocation per request. The key's
+/// bulkhead is looked up (created if new) when the service is called.
 ///
 /// `H` is the keyed bulkhead's hasher ([`KeyedBulkheadBuilder::hasher`](crate::keyed::KeyedBulkheadBuilder::hasher)),
 /// std's `RandomState` by default.
@@ -126,18 +129,15 @@ impl<S, K, F, H> fmt::Debug for KeyedBulkheadService<S, K, F, H> {
 
 impl<S, K, F, H, Req> Service<Req> for KeyedBulkheadService<S, K, F, H>
 where
-    S: Service<Req> + Clone + Send + 'static,
-    S::Future: Send,
+    S: Service<Req> + Clone,
     S::Error: Into<BoxError>,
-    S::Response: 'static,
-    Req: Send + 'static,
-    K: Eq + Hash + Clone + fmt::Display + Send + Sync + 'static,
+    K: Eq + Hash + Clone + fmt::Display,
     F: Fn(&Req) -> K,
-    H: BuildHasher + Send + Sync + 'static,
+    H: BuildHasher,
 {
     type Response = S::Response;
     type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
+    type Future = KeyedResponseFuture<S, Req>;
 
     /// The inner service's readiness. No slot is reserved here.
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -146,14 +146,176 @@ where
 
     fn call(&mut self, request: Req) -> Self::Future {
         let key = (self.key_of)(&request);
-        let keyed = Arc::clone(&self.keyed);
         // The instance driven to readiness serves this request; its clone takes its place.
         let clone = self.inner.clone();
-        let mut service = mem::replace(&mut self.inner, clone);
-        Box::pin(async move {
-            // Held until the inner response future completes or this future is dropped.
-            let _permit = keyed.acquire_async(&key).await?;
-            service.call(request).await.map_err(Into::into)
-        })
+        let service = mem::replace(&mut self.inner, clone);
+        let state = match self.keyed.bulkhead_for(&key) {
+            Ok(bulkhead) => KeyedState::Key {
+                acquire: bulkhead.acquire_owned_async(),
+                total: self.keyed.total_arc().cloned(),
+                service: Some(service),
+                request: Some(request),
+            },
+            Err(refused) => KeyedState::Refused { refused: Some(refused) },
+        };
+        KeyedResponseFuture { state }
+    }
+}
+
+pin_project! {
+    /// The response future of [`KeyedBulkheadService`]: takes a slot of the request's key,
+    /// then one of the total (each waiting up to its bulkhead's max wait), then calls the
+    /// inner service and holds both slots until the response is there. A refusal is a
+    /// [`KeyedFull`] in the [`BoxError`]; when the total refuses, the key's slot is released
+    /// before the error is returned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it at any point releases what it holds: a queued wait leaves its queue, the
+    /// slots taken are released, and the inner call (if made) is dropped.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct KeyedResponseFuture<S, Req>
+    where
+        S: Service<Req>,
+    {
+        #[pin]
+        state: KeyedState<S, Req, S::Future>,
+    }
+}
+
+pin_project! {
+    #[project = KeyedStateProj]
+    enum KeyedState<S, Req, Fut> {
+        // The key's bulkhead refused at look-up (too many keys, no fallback key).
+        Refused {
+            refused: Option<KeyedFull>,
+        },
+        Key {
+            #[pin]
+            acquire: AcquireOwned,
+            total: Option<Arc<crate::Bulkhead>>,
+            service: Option<S>,
+            request: Option<Req>,
+        },
+        Total {
+            #[pin]
+            acquire: AcquireOwned,
+            key_permit: Option<OwnedPermit>,
+            service: Option<S>,
+            request: Option<Req>,
+        },
+        Running {
+            #[pin]
+            future: Fut,
+            // Dropped key first, then the total, as `KeyedPermit` does.
+            key_permit: Option<OwnedPermit>,
+            total_permit: Option<OwnedPermit>,
+        },
+        Done,
+    }
+}
+
+impl<S, Req> Future for KeyedResponseFuture<S, Req>
+where
+    S: Service<Req>,
+    S::Error: Into<BoxError>,
+{
+    type Output = Result<S::Response, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                KeyedStateProj::Refused { refused } => {
+                    let refused = refused.take().expect("a refusal is reported once");
+                    this.state.set(KeyedState::Done);
+                    return Poll::Ready(Err(Box::new(refused)));
+                }
+                KeyedStateProj::Key { acquire, total, service, request } => {
+                    let key_permit = match ready!(acquire.poll(cx)) {
+                        Ok(permit) => permit,
+                        Err(full) => {
+                            this.state.set(KeyedState::Done);
+                            return Poll::Ready(Err(Box::new(KeyedFull::Key(full))));
+                        }
+                    };
+                    let (service, request) = (service.take(), request.take());
+                    let next = match total.take() {
+                        Some(total) => KeyedState::Total {
+                            acquire: total.acquire_owned_async(),
+                            key_permit: Some(key_permit),
+                            service,
+                            request,
+                        },
+                        None => running(service, request, key_permit, None),
+                    };
+                    this.state.set(next);
+                }
+                KeyedStateProj::Total { acquire, key_permit, service, request } => {
+                    let acquired = ready!(acquire.poll(cx));
+                    let key_permit = key_permit.take().expect("the key's slot is held");
+                    let next = match acquired {
+                        Ok(total_permit) => {
+                            running(service.take(), request.take(), key_permit, Some(total_permit))
+                        }
+                        Err(full) => {
+                            // The total refused: give the key's slot back first, so no slot
+                            // of either level is held once the error is returned.
+                            drop(key_permit);
+                            this.state.set(KeyedState::Done);
+                            return Poll::Ready(Err(Box::new(KeyedFull::Total(full))));
+                        }
+                    };
+                    this.state.set(next);
+                }
+                KeyedStateProj::Running { future, key_permit, total_permit } => {
+                    let output = ready!(future.poll(cx));
+                    // The call is over: free the slots (key first) before handing it on.
+                    drop(key_permit.take());
+                    drop(total_permit.take());
+                    this.state.set(KeyedState::Done);
+                    return Poll::Ready(output.map_err(Into::into));
+                }
+                KeyedStateProj::Done => {
+                    panic!("a keyed bulkhead ResponseFuture was polled after it completed")
+                }
+            }
+        }
+    }
+}
+
+/// The inner call, made once both slots are held.
+fn running<S, Req>(
+    service: Option<S>,
+    request: Option<Req>,
+    key_permit: OwnedPermit,
+    total_permit: Option<OwnedPermit>,
+) -> KeyedState<S, Req, S::Future>
+where
+    S: Service<Req>,
+{
+    let (Some(mut service), Some(request)) = (service, request) else {
+        unreachable!("the service and request are taken once, when the slots are held");
+    };
+    KeyedState::Running {
+        future: service.call(request),
+        key_permit: Some(key_permit),
+        total_permit,
+    }
+}
+
+impl<S, Req> fmt::Debug for KeyedResponseFuture<S, Req>
+where
+    S: Service<Req>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            KeyedState::Refused { .. } => "refused",
+            KeyedState::Key { .. } => "acquiring key",
+            KeyedState::Total { .. } => "acquiring total",
+            KeyedState::Running { .. } => "running",
+            KeyedState::Done => "done",
+        };
+        f.debug_struct("KeyedResponseFuture").field("state", &state).finish()
     }
 }

@@ -184,3 +184,36 @@ fn async_fast_paths_allocate_nothing() {
     assert_eq!(poll.unwrap_err().reason(), RejectReason::Full);
     assert_eq!(n, 0, "acquire_async (max wait 0, rejected) allocated");
 }
+
+/// A call through the keyed tower layer to a live key allocates nothing: the response
+/// future is a named type, not a box (the refusal's `BoxError` is tower's one allocation).
+#[cfg(feature = "tower")]
+#[test]
+fn keyed_tower_call_allocates_nothing() {
+    use bulkhead::keyed::KeyedBulkhead;
+    use bulkhead::keyed_tower::KeyedBulkheadLayer;
+    use tower::{Layer, Service};
+
+    let tenants = Arc::new(
+        KeyedBulkhead::<u32>::builder("alloc-keyed")
+            .default_config(config(1, std::time::Duration::ZERO))
+            .total(config(4, std::time::Duration::ZERO))
+            .build()
+            .unwrap(),
+    );
+    let mut client = KeyedBulkheadLayer::new(Arc::clone(&tenants), |r: &u32| *r % 4)
+        .layer(tower::service_fn(|r: u32| async move { Ok::<_, std::convert::Infallible>(r + 1) }));
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    let mut direct = |request: u32| {
+        let mut fut = std::pin::pin!(client.call(request));
+        match fut.as_mut().poll(&mut cx) {
+            Poll::Ready(result) => result.map_err(|e| e.to_string()),
+            Poll::Pending => panic!("a ready inner service and free slots answer at once"),
+        }
+    };
+    assert_eq!(direct(7), Ok(8)); // warm up: creates key 3
+    let (n, answer) = allocations_in(|| direct(11));
+    assert_eq!(answer, Ok(12));
+    assert_eq!(n, 0, "a keyed tower call to a live key allocated");
+    assert_eq!(tenants.total_metrics().unwrap().in_flight_calls(), 0);
+}
