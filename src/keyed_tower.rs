@@ -15,7 +15,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::keyed::{KeyedBulkhead, KeyedFull};
-use crate::tower::BoxError;
+use crate::tower::{BoxError, Guarded};
 use crate::{AcquireOwned, OwnedPermit};
 
 /// Guards a client service with a [`KeyedBulkhead`]: each request takes a slot of the key
@@ -205,11 +205,9 @@ pin_project! {
             request: Option<Req>,
         },
         Running {
+            // The key's slot and the total's, dropped in that order (as `KeyedPermit`'s).
             #[pin]
-            future: Fut,
-            // Dropped key first, then the total, as `KeyedPermit` does.
-            key_permit: Option<OwnedPermit>,
-            total_permit: Option<OwnedPermit>,
+            call: Guarded<Fut, (OwnedPermit, Option<OwnedPermit>)>,
         },
         Done,
     }
@@ -247,7 +245,9 @@ where
                             service,
                             request,
                         },
-                        None => running(service, request, key_permit, None),
+                        None => KeyedState::Running {
+                            call: Guarded::call(service, request, (key_permit, None)),
+                        },
                     };
                     this.state.set(next);
                 }
@@ -255,9 +255,13 @@ where
                     let acquired = ready!(acquire.poll(cx));
                     let key_permit = key_permit.take().expect("the key's slot is held");
                     let next = match acquired {
-                        Ok(total_permit) => {
-                            running(service.take(), request.take(), key_permit, Some(total_permit))
-                        }
+                        Ok(total) => KeyedState::Running {
+                            call: Guarded::call(
+                                service.take(),
+                                request.take(),
+                                (key_permit, Some(total)),
+                            ),
+                        },
                         Err(full) => {
                             // The total refused: give the key's slot back first, so no slot
                             // of either level is held once the error is returned.
@@ -268,39 +272,16 @@ where
                     };
                     this.state.set(next);
                 }
-                KeyedStateProj::Running { future, key_permit, total_permit } => {
-                    let output = ready!(future.poll(cx));
-                    // The call is over: free the slots (key first) before handing it on.
-                    drop(key_permit.take());
-                    drop(total_permit.take());
+                KeyedStateProj::Running { call } => {
+                    let output = ready!(call.poll(cx));
                     this.state.set(KeyedState::Done);
-                    return Poll::Ready(output.map_err(Into::into));
+                    return Poll::Ready(output);
                 }
                 KeyedStateProj::Done => {
                     panic!("a keyed bulkhead ResponseFuture was polled after it completed")
                 }
             }
         }
-    }
-}
-
-/// The inner call, made once both slots are held.
-fn running<S, Req>(
-    service: Option<S>,
-    request: Option<Req>,
-    key_permit: OwnedPermit,
-    total_permit: Option<OwnedPermit>,
-) -> KeyedState<S, Req, S::Future>
-where
-    S: Service<Req>,
-{
-    let (Some(mut service), Some(request)) = (service, request) else {
-        unreachable!("the service and request are taken once, when the slots are held");
-    };
-    KeyedState::Running {
-        future: service.call(request),
-        key_permit: Some(key_permit),
-        total_permit,
     }
 }
 

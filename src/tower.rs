@@ -330,8 +330,7 @@ pin_project! {
         },
         Running {
             #[pin]
-            future: F,
-            permit: Option<OwnedPermit>,
+            call: Guarded<F, OwnedPermit>,
         },
         Done,
     }
@@ -357,25 +356,58 @@ where
                             return Poll::Ready(Err(Box::new(full)));
                         }
                     };
-                    let (Some(mut service), Some(request)) = (service.take(), request.take())
-                    else {
-                        unreachable!("the service and request are taken only here");
-                    };
-                    let future = service.call(request);
-                    this.state.set(State::Running { future, permit: Some(permit) });
+                    let call = Guarded::call(service.take(), request.take(), permit);
+                    this.state.set(State::Running { call });
                 }
-                StateProj::Running { future, permit } => {
-                    let output = ready!(future.poll(cx));
-                    // The call is over: free the slot before handing the response on.
-                    drop(permit.take());
+                StateProj::Running { call } => {
+                    let output = ready!(call.poll(cx));
                     this.state.set(State::Done);
-                    return Poll::Ready(output.map_err(Into::into));
+                    return Poll::Ready(output);
                 }
                 StateProj::Done => {
                     panic!("a bulkhead ResponseFuture was polled after it completed")
                 }
             }
         }
+    }
+}
+
+pin_project! {
+    /// The inner service's call and the permits it runs under, released as soon as the call
+    /// completes (before the response is handed on). Shared by the plain and keyed layers.
+    pub(crate) struct Guarded<F, P> {
+        #[pin]
+        future: F,
+        permits: Option<P>,
+    }
+}
+
+impl<F, P> Guarded<F, P> {
+    /// Calls `service` with `request` (each taken once, when the permits are held).
+    pub(crate) fn call<S, Req>(service: Option<S>, request: Option<Req>, permits: P) -> Self
+    where
+        S: Service<Req, Future = F>,
+    {
+        let (Some(mut service), Some(request)) = (service, request) else {
+            unreachable!("the service and request are taken once, when the permits are held");
+        };
+        Guarded { future: service.call(request), permits: Some(permits) }
+    }
+}
+
+impl<F, T, E, P> Future for Guarded<F, P>
+where
+    F: Future<Output = Result<T, E>>,
+    E: Into<BoxError>,
+{
+    type Output = Result<T, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let output = ready!(this.future.poll(cx));
+        // The call is over: free the slots before handing the response on.
+        drop(this.permits.take());
+        Poll::Ready(output.map_err(Into::into))
     }
 }
 
