@@ -32,7 +32,7 @@ blocks() { # op n -> heap blocks allocated in all
     valgrind --tool=dhat --dhat-out-file="$WORK/dhat.$1.$2.json" "$CALLGRIND" "$1" "$2" 2>&1 \
         >/dev/null | sed -n -E 's/.*Total: +[0-9,]+ bytes in ([0-9,]+) blocks.*/\1/p' | tr -d ,
 }
-per() { python3 -c "print(f'{($2 - $1) / $3:.1f}')"; }
+per() { python3 -c "print(f'{round(($2 - $1) / $3, 1) + 0.0:.1f}')"; }  # + 0.0: no "-0.0"
 
 {
     echo "# The waiting path"
