@@ -722,7 +722,9 @@ impl Bulkhead {
     ///
     /// Registration is safe while other threads emit: every event of a call that happens
     /// after `on_event` returns reaches the new listener; events of calls concurrent with
-    /// the registration may or may not.
+    /// the registration may or may not. The returned [`ListenerHandle`](crate::ListenerHandle)
+    /// removes the listener ([`remove`](crate::ListenerHandle::remove)); dropping it keeps
+    /// the listener.
     ///
     /// Events are emitted just after the state change they report, without a lock, so
     /// listeners running on different threads may see them out of order: a waiter handed a
@@ -751,9 +753,14 @@ impl Bulkhead {
     /// assert_eq!(rejected.load(Ordering::Relaxed), 1);
     /// # Ok::<(), bulkhead::ConfigError>(())
     /// ```
-    pub fn on_event(&self, listener: impl Fn(&BulkheadEvent) + Send + Sync + 'static) {
-        self.listeners.push(Box::new(listener));
+    pub fn on_event(
+        &self,
+        listener: impl Fn(&BulkheadEvent) + Send + Sync + 'static,
+    ) -> crate::ListenerHandle {
+        let active = StdArc::new(crate::sync::AtomicBool::new(true));
+        self.listeners.push(Box::new(listener), StdArc::clone(&active));
         self.sem.set_observed();
+        crate::ListenerHandle { active }
     }
 
     /// Bookkeeping for a permit granted without waiting: counted, `CallPermitted`, if

@@ -1,5 +1,7 @@
 //! Events emitted to listeners registered with [`Bulkhead::on_event`](crate::Bulkhead::on_event).
 
+use core::fmt;
+
 use crate::name::Name;
 use crate::RejectReason;
 
@@ -60,4 +62,58 @@ pub enum BulkheadEventKind {
     CallFinished,
     /// [`Bulkhead::close`](crate::Bulkhead::close) closed the bulkhead (emitted once).
     Closed,
+}
+
+/// What [`Bulkhead::on_event`](crate::Bulkhead::on_event) returns: removes its listener.
+/// Dropping the handle leaves the listener registered (most listeners live as long as
+/// their bulkhead); clones share the listener.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+/// use bulkhead::{Bulkhead, BulkheadConfig};
+///
+/// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+/// let heard = Arc::new(AtomicUsize::new(0));
+/// let counter = Arc::clone(&heard);
+/// let handle = bulkhead.on_event(move |_| {
+///     counter.fetch_add(1, Ordering::Relaxed);
+/// });
+/// drop(bulkhead.try_acquire()?); // permitted, finished
+/// assert!(handle.remove());
+/// drop(bulkhead.try_acquire()?); // not heard
+/// assert_eq!(heard.load(Ordering::Relaxed), 2);
+/// assert!(!handle.remove(), "removing twice is harmless");
+/// # Ok::<(), bulkhead::BulkheadFull>(())
+/// ```
+#[derive(Clone)]
+pub struct ListenerHandle {
+    pub(crate) active: std::sync::Arc<crate::sync::AtomicBool>,
+}
+
+impl ListenerHandle {
+    /// Removes the listener: no event emitted after this returns reaches it (an event
+    /// being delivered on another thread at this moment may still finish). Returns whether
+    /// it was registered until now; removing twice is harmless. The listener's closure is
+    /// kept (not called) until the bulkhead is dropped, and the bulkhead stays observed:
+    /// its calls keep checking for listeners.
+    pub fn remove(&self) -> bool {
+        // Ordering: Relaxed — the flag guards no data: an emit that happens after this
+        // returns reads it at or after this store (coherence) and skips the listener.
+        self.active.swap(false, crate::sync::Ordering::Relaxed)
+    }
+
+    /// Whether the listener is still registered.
+    pub fn is_registered(&self) -> bool {
+        // Ordering: Relaxed — a snapshot of the flag, which guards no data.
+        self.active.load(crate::sync::Ordering::Relaxed)
+    }
+}
+
+impl fmt::Debug for ListenerHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListenerHandle").field("registered", &self.is_registered()).finish()
+    }
 }

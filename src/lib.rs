@@ -105,7 +105,7 @@ mod trace;
 pub use crate::bulkhead::Bulkhead;
 pub use crate::config::{BulkheadConfig, BulkheadConfigBuilder, ConfigError};
 pub use crate::error::{BulkheadFull, RejectReason};
-pub use crate::event::{BulkheadEvent, BulkheadEventKind};
+pub use crate::event::{BulkheadEvent, BulkheadEventKind, ListenerHandle};
 pub use crate::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
 #[doc(hidden)]
 pub use crate::global::__private;

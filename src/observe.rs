@@ -44,10 +44,12 @@
 //!
 //! # Listeners: an append-only chain
 //!
-//! Listeners cannot be removed, so they form a singly linked chain of nodes whose `next`
-//! links are `OnceLock`s: emitting walks it with one Acquire load per node (no lock, no
-//! reference count), and registering sets the first empty link (retrying further along
-//! if another registration won the race).
+//! Listeners form an append-only, singly linked chain of nodes whose `next` links are
+//! `OnceLock`s: emitting walks it with one Acquire load per node (no lock, no reference
+//! count), and registering sets the first empty link (retrying further along if another
+//! registration won the race). Removing a listener clears its node's `active` flag (one
+//! Relaxed load per node when emitting); the node and its closure stay until the bulkhead
+//! is dropped, since an emitter may be walking past it at that moment.
 //!
 //! # Contract: a registration is seen by every later call
 //!
@@ -62,7 +64,11 @@ use core::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{cached_thread_slot, thread_slot, AtomicU64, Mutex, OnceLock, Ordering, NO_SLOT};
+use std::sync::Arc;
+
+use crate::sync::{
+    cached_thread_slot, thread_slot, AtomicBool, AtomicU64, Mutex, OnceLock, Ordering, NO_SLOT,
+};
 use crate::{BulkheadEvent, RejectReason};
 
 /// How many reasons there are: the length of every per-reason array.
@@ -266,6 +272,9 @@ pub(crate) type Listener = dyn Fn(&BulkheadEvent) + Send + Sync + 'static;
 /// One link of the listener chain.
 struct Node {
     listener: Box<Listener>,
+    /// Cleared by [`ListenerHandle::remove`](crate::ListenerHandle::remove): the node stays
+    /// in the chain (emitters may be walking it), but is skipped.
+    active: Arc<AtomicBool>,
     next: OnceLock<Box<Node>>,
 }
 
@@ -280,8 +289,8 @@ impl Listeners {
     }
 
     /// Appends `listener`. Safe against concurrent appends and walks.
-    pub(crate) fn push(&self, listener: Box<Listener>) {
-        let mut node = Box::new(Node { listener, next: OnceLock::new() });
+    pub(crate) fn push(&self, listener: Box<Listener>, active: Arc<AtomicBool>) {
+        let mut node = Box::new(Node { listener, active, next: OnceLock::new() });
         let mut link = &self.head;
         loop {
             while let Some(next) = link.get() {
@@ -306,11 +315,15 @@ impl Listeners {
     pub(crate) fn emit(&self, event: &BulkheadEvent) {
         let mut link = &self.head;
         while let Some(node) = link.get() {
-            // A panicking listener must not unwind through the engine (permit accounting is
-            // already done) nor out of a `Drop`; it is caught and ignored.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                (node.listener)(event);
-            }));
+            // Ordering: Relaxed — the flag guards no data; a removal that happens-before this
+            // emit is seen by coherence (a store that happens-before a load is visible to it).
+            if node.active.load(Ordering::Relaxed) {
+                // A panicking listener must not unwind through the engine (permit accounting
+                // is already done) nor out of a `Drop`; it is caught and ignored.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    (node.listener)(event);
+                }));
+            }
             link = &node.next;
         }
     }
@@ -395,7 +408,7 @@ mod tests {
     fn listeners_drop_a_long_chain_without_recursion() {
         let listeners = Listeners::new();
         for _ in 0..100_000 {
-            listeners.push(Box::new(|_| {}));
+            listeners.push(Box::new(|_| {}), Arc::new(AtomicBool::new(true)));
         }
         assert!(!listeners.is_empty());
         drop(listeners);

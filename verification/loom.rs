@@ -274,6 +274,14 @@ fn two_registrars_race_for_the_listener_chain() {
     });
 }
 
+/// A listener removed while a caller emits: nothing of a later call reaches it.
+#[test]
+fn listener_removed_while_calls_emit_hears_nothing_after() {
+    run_model("listener_removed_while_calls_emit_hears_nothing_after", || {
+        scenarios::listener_removed_while_calls_emit_hears_nothing_after(1, 2)
+    });
+}
+
 #[test]
 fn close_racing_sync_newcomer_refuses_it() {
     run_model("close_racing_sync_newcomer_refuses_it", || {

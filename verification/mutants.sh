@@ -108,6 +108,7 @@ MUTANTS=(
     counter_slots_shared
     listener_lost_in_registration_race
     on_event_leaves_flag_clear
+    removed_listener_still_called
     keyed_total_refusal_keeps_key_slot
     keyed_sync_takes_total_before_key
     keyed_evicts_by_metrics
@@ -144,6 +145,7 @@ describe() {
     counter_slots_shared) echo "every thread gets counter slot 0 (single-writer cells shared: lost updates)" ;;
     listener_lost_in_registration_race) echo "a registration that loses the race for a chain link is dropped" ;;
     on_event_leaves_flag_clear) echo "on_event does not raise OBSERVED (a lone listener hears nothing)" ;;
+    removed_listener_still_called) echo "emit ignores a listener's removal" ;;
     keyed_total_refusal_keeps_key_slot) echo "keyed: a total refusal leaks the key slot already taken" ;;
     keyed_sync_takes_total_before_key) echo "keyed: the blocking acquire takes the total before the key (async takes key first)" ;;
     keyed_evicts_by_metrics) echo "keyed: idle means nothing in flight or waiting (misses a caller between look-up and acquire)" ;;
@@ -251,8 +253,10 @@ apply() {
     listener_lost_in_registration_race)
         mutate src/observe.rs 'Err(back) => node = back,' 'Err(_) => return,' ;;
     on_event_leaves_flag_clear)
-        mutate src/bulkhead.rs '        self.listeners.push(Box::new(listener));
-        self.sem.set_observed();' '        self.listeners.push(Box::new(listener));' ;;
+        mutate src/bulkhead.rs '        self.listeners.push(Box::new(listener), StdArc::clone(&active));
+        self.sem.set_observed();' '        self.listeners.push(Box::new(listener), StdArc::clone(&active));' ;;
+    removed_listener_still_called)
+        mutate src/observe.rs 'if node.active.load(Ordering::Relaxed) {' 'if node.active.load(Ordering::Relaxed) || true {' ;;
     keyed_total_refusal_keeps_key_slot)
         mutate src/keyed.rs '            drop(key_permit);
             Err(KeyedFull::Total(refused))' '            std::mem::forget(key_permit);

@@ -825,6 +825,56 @@ pub fn counters_sum_exact_after_concurrent_calls(threads: usize, rounds: usize) 
     assert_quiescent(&bulkhead, 1);
 }
 
+/// Two listeners; `emitters` threads make `rounds` calls while one thread removes the first
+/// listener. Every event reaches the kept listener; the removed one hears at most the events
+/// emitted before its removal, and nothing of the calls made after `remove` returned (here:
+/// one more call once everyone joined).
+pub fn listener_removed_while_calls_emit_hears_nothing_after(emitters: usize, rounds: usize) {
+    let bulkhead = bulkhead("listener_removal", 1, Duration::ZERO, None);
+    let (removed, kept) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let handle = {
+        let removed = Arc::clone(&removed);
+        bulkhead.on_event(move |_| {
+            removed.fetch_add(1, SeqCst);
+        })
+    };
+    {
+        let kept = Arc::clone(&kept);
+        bulkhead.on_event(move |_| {
+            kept.fetch_add(1, SeqCst);
+        });
+    }
+    let emitting: Vec<_> = (0..emitters)
+        .map(|_| {
+            let bulkhead = Arc::clone(&bulkhead);
+            rt::spawn(move || {
+                (0..rounds)
+                    .map(|_| match bulkhead.try_acquire() {
+                        Ok(permit) => {
+                            drop(permit);
+                            2
+                        }
+                        Err(_) => 1,
+                    })
+                    .sum::<usize>()
+            })
+        })
+        .collect();
+    let remover = rt::spawn(move || assert!(handle.remove(), "registered until removed"));
+    join(remover);
+    let before = removed.load(SeqCst);
+    let all: usize = emitting.into_iter().map(join).sum();
+    assert_eq!(kept.load(SeqCst), all, "the kept listener hears every event");
+    assert!(removed.load(SeqCst) <= all);
+    // Calls still in flight when `remove` returned may have been heard; none made after.
+    let heard_after_join = removed.load(SeqCst);
+    assert!(heard_after_join >= before);
+    drop(bulkhead.try_acquire().expect("the permit is back"));
+    assert_eq!(removed.load(SeqCst), heard_after_join, "a call after the removal was heard");
+    assert_eq!(kept.load(SeqCst), all + 2);
+    assert_quiescent(&bulkhead, 1);
+}
+
 /// `registrars` threads each register a listener (and enable the counters) while
 /// `emitters` threads make `rounds` calls. A call that starts after an emitter saw a
 /// registrar's "done" flag (raised once `on_event` and `enable_counters` returned) must

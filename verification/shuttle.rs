@@ -224,6 +224,8 @@ scenarios! {
         crate::scenarios::counters_sum_exact_after_concurrent_calls(6, 4);
     three_registrars_race_three_callers =>
         crate::scenarios::listener_registered_while_calls_emit_hears_later_calls(3, 3, 3);
+    listener_removed_while_three_callers_emit =>
+        crate::scenarios::listener_removed_while_calls_emit_hears_nothing_after(3, 3);
     keyed_five_callers_through_a_total_of_two => crate::scenarios::keyed_refusal_holds_no_slot(5, 2);
     keyed_waits_never_deadlock_with_a_second_key => crate::scenarios::keyed_waits_never_deadlock(true);
 }
