@@ -711,7 +711,7 @@ impl Bulkhead {
     }
 
     /// Registers a listener called for every event from now on, on the thread where the
-    /// event happens. Listeners cannot be removed; keep them cheap.
+    /// event happens; keep them cheap. The returned handle removes it.
     ///
     /// With no listener registered (and no counters, and without the `tracing` feature),
     /// events cost the hot paths nothing: whether to emit is a bit of the state word those

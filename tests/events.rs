@@ -342,3 +342,70 @@ fn events_with_concurrent_registrations_keep_every_listener() {
         assert_eq!(after - before, 2 * REGISTRARS * EACH);
     });
 }
+
+#[test]
+fn events_stop_at_a_removed_listener_and_reach_the_others() {
+    let bulkhead = Bulkhead::new("events-removal", limit(1));
+    let heard = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&heard);
+    let handle = bulkhead.on_event(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
+    let kept = record(&bulkhead);
+    let clone = handle.clone();
+    assert!(handle.is_registered() && clone.is_registered());
+
+    drop(bulkhead.try_acquire().unwrap()); // permitted, finished: both hear them
+    assert_eq!(heard.load(Ordering::SeqCst), 2);
+    assert!(clone.remove(), "it was registered");
+    assert!(!handle.is_registered(), "clones share the listener");
+    drop(bulkhead.try_acquire().unwrap());
+    let _held = bulkhead.try_acquire().unwrap();
+    assert!(bulkhead.try_acquire().is_err());
+    assert_eq!(heard.load(Ordering::SeqCst), 2, "a removed listener heard an event");
+    assert_eq!(kept.lock().unwrap().len(), 2 + 2 + 1 + 1, "the other listener hears all");
+    assert!(!handle.remove(), "removing twice is harmless and says so");
+    drop(handle); // dropping a handle of a removed listener changes nothing
+}
+
+#[test]
+fn events_keep_reaching_a_listener_whose_handle_was_dropped() {
+    let bulkhead = Bulkhead::new("events-handle-dropped", limit(1));
+    let heard = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&heard);
+    drop(bulkhead.on_event(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+    }));
+    drop(bulkhead.try_acquire().unwrap());
+    assert_eq!(heard.load(Ordering::SeqCst), 2);
+}
+
+/// Removed while another thread emits: the calls made after the emitter stopped (and was
+/// joined, so they happen after the removal) are not heard. (Events the emitter made while
+/// `remove` ran may or may not be: nothing orders them against it.)
+#[test]
+fn events_stop_at_a_listener_removed_while_another_thread_emits() {
+    let bulkhead = Arc::new(Bulkhead::new("events-removal-race", limit(1)));
+    let heard = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&heard);
+    let handle = bulkhead.on_event(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let emitter = {
+        let (bulkhead, stop) = (Arc::clone(&bulkhead), Arc::clone(&stop));
+        thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                drop(bulkhead.try_acquire());
+            }
+        })
+    };
+    wait_until("the listener hears the emitter", || heard.load(Ordering::SeqCst) > 10);
+    assert!(handle.remove());
+    stop.store(true, Ordering::SeqCst);
+    join_guarded(emitter);
+    let after = heard.load(Ordering::SeqCst);
+    drop(bulkhead.try_acquire().unwrap());
+    assert_eq!(heard.load(Ordering::SeqCst), after);
+    assert_quiescent(&bulkhead, 1);
+}
