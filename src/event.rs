@@ -64,7 +64,9 @@ pub enum BulkheadEventKind {
     Closed,
 }
 
-/// What [`Bulkhead::on_event`](crate::Bulkhead::on_event) returns: removes its listener.
+/// What [`Bulkhead::on_event`](crate::Bulkhead::on_event) (and
+/// [`AdaptiveBulkhead::on_limit_change`](crate::adaptive::AdaptiveBulkhead::on_limit_change))
+/// returns: removes its listener.
 /// Dropping the handle leaves the listener registered (most listeners live as long as
 /// their bulkhead); clones share the listener.
 ///

@@ -273,3 +273,30 @@ fn adaptive_types_and_futures_are_send() {
     send(&acquire);
     let _ = (call, acquire);
 }
+
+/// `on_limit_change` returns a handle that removes the listener: later changes reach only
+/// the listeners still registered.
+#[test]
+fn a_removed_limit_listener_hears_no_later_change() {
+    let bank = pool20(Aimd::default());
+    let (removed, kept) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let handle = {
+        let removed = Arc::clone(&removed);
+        bank.on_limit_change(move |_| {
+            removed.fetch_add(1, Ordering::SeqCst);
+        })
+    };
+    {
+        let kept = Arc::clone(&kept);
+        drop(bank.on_limit_change(move |_| {
+            kept.fetch_add(1, Ordering::SeqCst);
+        }));
+    }
+    bank.try_acquire().unwrap().fail(); // 16 -> 14
+    assert_eq!((removed.load(Ordering::SeqCst), kept.load(Ordering::SeqCst)), (1, 1));
+    assert!(handle.remove());
+    bank.try_acquire().unwrap().fail(); // 14 -> 12
+    assert_eq!(bank.limit(), 12);
+    assert_eq!((removed.load(Ordering::SeqCst), kept.load(Ordering::SeqCst)), (1, 2));
+    assert!(!handle.is_registered() && !handle.remove());
+}

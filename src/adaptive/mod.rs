@@ -58,7 +58,7 @@ pub use self::aimd::Aimd;
 pub use self::algorithm::{Estimates, LimitAlgorithm, Limits, Outcome, Sample};
 pub use self::gradient2::Gradient2;
 pub use self::vegas::Vegas;
-use crate::sync::Mutex;
+use crate::sync::{AtomicBool, Mutex, Ordering};
 use crate::{Bulkhead, BulkheadConfig, BulkheadFull, BulkheadMetrics, ConfigError, Permit};
 
 /// A listener of limit changes.
@@ -102,7 +102,8 @@ pub struct AdaptiveBulkhead {
     /// The configuration the limit is applied to (its wait settings are kept).
     base: BulkheadConfig,
     controller: Mutex<Controller>,
-    listeners: Mutex<Vec<Arc<Listener>>>,
+    /// Each with the flag its [`ListenerHandle`](crate::ListenerHandle) clears.
+    listeners: Mutex<Vec<(Arc<AtomicBool>, Arc<Listener>)>>,
 }
 
 struct Controller {
@@ -552,7 +553,9 @@ impl AdaptiveBulkhead {
     /// on the thread that recorded the sample, after the controller's lock is released
     /// (a listener may read [`adaptive_metrics`](Self::adaptive_metrics)). Two changes
     /// recorded on different threads at once may reach listeners out of order; each
-    /// event's `old -> new` is exact. Listeners cannot be removed.
+    /// event's `old -> new` is exact. The returned handle removes the listener
+    /// ([`ListenerHandle::remove`](crate::ListenerHandle::remove): no change recorded after
+    /// it returns reaches it); dropping the handle keeps it.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
@@ -567,8 +570,17 @@ impl AdaptiveBulkhead {
     /// assert_eq!(*seen.lock().unwrap(), vec![(16, 14)]);
     /// # Ok::<(), bulkhead::BulkheadFull>(())
     /// ```
-    pub fn on_limit_change(&self, listener: impl Fn(&LimitChanged<'_>) + Send + Sync + 'static) {
-        self.listeners.lock().push(Arc::new(Box::new(listener)));
+    pub fn on_limit_change(
+        &self,
+        listener: impl Fn(&LimitChanged<'_>) + Send + Sync + 'static,
+    ) -> crate::ListenerHandle {
+        let active = Arc::new(AtomicBool::new(true));
+        let mut listeners = self.listeners.lock();
+        // Removed listeners are dropped here, under the lock (changes clone the list).
+        // Ordering: Relaxed — the flag guards no data (see `ListenerHandle::remove`).
+        listeners.retain(|(active, _)| active.load(Ordering::Relaxed));
+        listeners.push((Arc::clone(&active), Arc::new(Box::new(listener))));
+        crate::ListenerHandle { active }
     }
 
     /// Feeds a sample to the algorithm as if a call had ended with it, and applies the
@@ -603,16 +615,20 @@ impl AdaptiveBulkhead {
             self.bulkhead.change_config(self.config_with(new));
             (old, new, controller.algorithm.estimates())
         };
-        let listeners: Vec<Arc<Listener>> = self.listeners.lock().clone();
+        let listeners: Vec<(Arc<AtomicBool>, Arc<Listener>)> = self.listeners.lock().clone();
         let event = LimitChanged {
             name: self.bulkhead.name(),
             old: change.0,
             new: change.1,
             estimates: change.2,
         };
-        for listener in &listeners {
-            // A panicking listener must not stop the others (nor poison anything).
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener(&event)));
+        for (active, listener) in &listeners {
+            // Ordering: Relaxed — the flag guards no data: a removal that happens-before this
+            // change is seen by coherence.
+            if active.load(Ordering::Relaxed) {
+                // A panicking listener must not stop the others (nor poison anything).
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener(&event)));
+            }
         }
     }
 
