@@ -702,30 +702,24 @@ fn acquire_futures_debug_shows_queued_state() {
     assert_eq!(bulkhead.metrics().available_concurrent_calls(), 1);
 }
 
+#[path = "../fuzz/src/keyed_model.rs"]
+mod keyed_model;
+
 /// Issue 13: the keyed bulkhead against a sequential model of its keys, the shared total,
 /// the bound on live keys and eviction. Operations: `try_acquire` of one of a few keys, drop
 /// a held permit, `evict_idle`. After every step the result (admitted, refused by the key,
 /// by the total, or for too many keys), the live keys, each live key's calls in flight and
 /// the total's are compared with the model.
 mod keyed {
-    use std::collections::BTreeMap;
-
-    use bulkhead::keyed::{KeyedBulkhead, KeyedFull, KeyedPermit};
-    use bulkhead::BulkheadConfig;
+    use bulkhead::keyed::{KeyedFull, KeyedPermit};
     use proptest::prelude::*;
     use proptest::test_runner::{TestError, TestRunner};
 
     /// The keys used: 0..KEYS. Key 0 has its own limit; key `KEYS - 1` may be the fallback.
     const KEYS: u8 = 6;
+    const FALLBACK: u8 = KEYS - 1;
 
-    #[derive(Clone, Copy, Debug)]
-    pub struct Config {
-        default_limit: usize,
-        key0_limit: usize,
-        total: Option<usize>,
-        max_keys: usize,
-        fallback: bool,
-    }
+    use super::keyed_model::{check_total_back, Config, Model, Outcome};
 
     #[derive(Clone, Copy, Debug)]
     pub enum Op {
@@ -756,112 +750,27 @@ mod keyed {
         ]
     }
 
-    #[derive(Debug, PartialEq, Eq)]
-    enum Outcome {
-        Admitted,
-        Key,
-        Total,
-        TooManyKeys,
+    /// The shared model's acquire, recording where an admitted permit is.
+    fn try_acquire(model: &mut Model, key: u8) -> Outcome {
+        let (outcome, on) = model.acquire(key);
+        model.held.extend(on);
+        outcome
     }
 
-    /// The sequential model: live keys with their calls in flight, the fallback key's, the
-    /// total's, and which bulkhead each held permit is on.
-    struct Model {
-        config: Config,
-        live: BTreeMap<u8, usize>,
-        fallback_in_flight: usize,
-        total_in_flight: usize,
-        /// Per held permit: `Some(key)` on a live key's bulkhead, `None` on the fallback's.
-        held: Vec<Option<u8>>,
-    }
-
-    const FALLBACK: u8 = KEYS - 1;
-
-    impl Model {
-        fn limit(&self, key: u8) -> usize {
-            if key == 0 {
-                self.config.key0_limit
-            } else {
-                self.config.default_limit
-            }
+    /// Drops the `i % held`-th permit held, if any: its index.
+    fn drop_permit(model: &mut Model, i: usize) -> Option<usize> {
+        if model.held.is_empty() {
+            return None;
         }
-
-        fn try_acquire(&mut self, key: u8) -> Outcome {
-            // Which bulkhead: the fallback's, a live key's, a new key's, or none.
-            let on: Option<u8> = if self.config.fallback && key == FALLBACK {
-                None
-            } else if self.live.contains_key(&key) {
-                Some(key)
-            } else {
-                if self.live.len() >= self.config.max_keys {
-                    self.live.retain(|_, in_flight| *in_flight > 0);
-                }
-                if self.live.len() < self.config.max_keys {
-                    self.live.insert(key, 0);
-                    Some(key)
-                } else if self.config.fallback {
-                    None
-                } else {
-                    return Outcome::TooManyKeys;
-                }
-            };
-            let (in_flight, limit) = match on {
-                Some(k) => (self.live[&k], self.limit(k)),
-                None => (self.fallback_in_flight, self.limit(FALLBACK)),
-            };
-            if in_flight >= limit {
-                return Outcome::Key;
-            }
-            if let Some(total) = self.config.total {
-                if self.total_in_flight >= total {
-                    return Outcome::Total;
-                }
-                self.total_in_flight += 1;
-            }
-            match on {
-                Some(k) => *self.live.get_mut(&k).unwrap() += 1,
-                None => self.fallback_in_flight += 1,
-            }
-            self.held.push(on);
-            Outcome::Admitted
-        }
-
-        fn drop_permit(&mut self, i: usize) -> Option<usize> {
-            if self.held.is_empty() {
-                return None;
-            }
-            let i = i % self.held.len();
-            match self.held.remove(i) {
-                Some(k) => *self.live.get_mut(&k).expect("a held key is live") -= 1,
-                None => self.fallback_in_flight -= 1,
-            }
-            if self.config.total.is_some() {
-                self.total_in_flight -= 1;
-            }
-            Some(i)
-        }
+        let i = i % model.held.len();
+        let on = model.held.remove(i);
+        model.release(on);
+        Some(i)
     }
 
     pub fn run(config: Config, ops: &[Op]) {
-        let limit = |n| BulkheadConfig::builder().max_concurrent_calls(n).build().unwrap();
-        let mut builder = KeyedBulkhead::<u8>::builder("model")
-            .default_config(limit(config.default_limit))
-            .key_config(0, limit(config.key0_limit))
-            .max_keys(config.max_keys);
-        if let Some(total) = config.total {
-            builder = builder.total(limit(total));
-        }
-        if config.fallback {
-            builder = builder.fallback_key(FALLBACK);
-        }
-        let keyed = builder.build().expect("a valid keyed config");
-        let mut model = Model {
-            config,
-            live: BTreeMap::new(),
-            fallback_in_flight: 0,
-            total_in_flight: 0,
-            held: Vec::new(),
-        };
+        let keyed = config.build("model", FALLBACK);
+        let mut model = Model::new(config, FALLBACK);
         let mut held: Vec<KeyedPermit<'_>> = Vec::new();
         for (step, op) in ops.iter().enumerate() {
             match *op {
@@ -879,41 +788,26 @@ mod keyed {
                         }
                         Err(other) => panic!("step {step}: unexpected {other}"),
                     };
-                    assert_eq!(got, model.try_acquire(key), "step {step}: try_acquire({key})");
+                    assert_eq!(
+                        got,
+                        try_acquire(&mut model, key),
+                        "step {step}: try_acquire({key})"
+                    );
                 }
                 Op::Drop(i) => {
-                    if let Some(i) = model.drop_permit(i) {
+                    if let Some(i) = drop_permit(&mut model, i) {
                         drop(held.remove(i));
                     }
                 }
                 Op::EvictIdle => {
-                    let before = model.live.len();
-                    model.live.retain(|_, in_flight| *in_flight > 0);
-                    assert_eq!(
-                        keyed.evict_idle(),
-                        before - model.live.len(),
-                        "step {step}: evicted"
-                    );
+                    assert_eq!(keyed.evict_idle(), model.evict_idle(), "step {step}: evicted");
                 }
             }
             // The state, compared after every step.
-            assert_eq!(keyed.live_keys(), model.live.len(), "step {step}: live keys");
-            for key in 0..KEYS {
-                let real = keyed.key_metrics(&key).map(|m| m.in_flight_calls());
-                let expected = if config.fallback && key == FALLBACK {
-                    Some(model.fallback_in_flight)
-                } else {
-                    model.live.get(&key).copied()
-                };
-                assert_eq!(real, expected, "step {step}: key {key} in flight");
-            }
-            let total = keyed.total_metrics().map(|m| m.in_flight_calls());
-            assert_eq!(total, config.total.map(|_| model.total_in_flight), "step {step}: total");
+            model.check(&keyed, KEYS, step);
         }
         drop(held);
-        if let Some(total) = keyed.total_metrics() {
-            assert_eq!(total.in_flight_calls(), 0, "every total slot back");
-        }
+        check_total_back(&keyed);
     }
 
     #[test]

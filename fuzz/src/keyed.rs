@@ -10,14 +10,18 @@
 //! key's calls in flight and the total's with a sequential model, and panics with the step
 //! number on any difference.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use bulkhead::keyed::{KeyedBulkhead, KeyedFull, KeyedPermit};
-use bulkhead::{BulkheadConfig, RejectReason};
+use bulkhead::RejectReason;
+
+#[path = "keyed_model.rs"]
+mod keyed_model;
+
+use keyed_model::{check_total_back, Config, Model, Outcome};
 
 const KEYS: u8 = 8;
 /// The fallback key, when the configuration has one.
@@ -30,99 +34,6 @@ struct NoWake;
 
 impl Wake for NoWake {
     fn wake(self: Arc<Self>) {}
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Config {
-    default_limit: usize,
-    key0_limit: usize,
-    total: Option<usize>,
-    max_keys: usize,
-    fallback: bool,
-}
-
-#[derive(Debug, PartialEq, Eq, Clone, Copy)]
-enum Outcome {
-    Admitted,
-    Key,
-    Total,
-    TooManyKeys,
-}
-
-/// The sequential model (see `verification/reference_model.rs`, `mod keyed`, its proptest
-/// twin).
-struct Model {
-    config: Config,
-    live: BTreeMap<u8, usize>,
-    fallback_in_flight: usize,
-    total_in_flight: usize,
-    held: Vec<Option<u8>>,
-}
-
-impl Model {
-    fn limit(&self, key: u8) -> usize {
-        if key == 0 {
-            self.config.key0_limit
-        } else {
-            self.config.default_limit
-        }
-    }
-
-    /// Where a call for `key` goes (`Some(key)`, `None` for the fallback's bulkhead), or
-    /// `Err` for too many keys; creates or evicts keys as the real map does.
-    fn route(&mut self, key: u8) -> Result<Option<u8>, Outcome> {
-        if self.config.fallback && key == FALLBACK {
-            return Ok(None);
-        }
-        if self.live.contains_key(&key) {
-            return Ok(Some(key));
-        }
-        if self.live.len() >= self.config.max_keys {
-            self.live.retain(|_, in_flight| *in_flight > 0);
-        }
-        if self.live.len() < self.config.max_keys {
-            self.live.insert(key, 0);
-            Ok(Some(key))
-        } else if self.config.fallback {
-            Ok(None)
-        } else {
-            Err(Outcome::TooManyKeys)
-        }
-    }
-
-    fn in_flight(&mut self, on: Option<u8>) -> &mut usize {
-        match on {
-            Some(key) => self.live.get_mut(&key).expect("routed to a live key"),
-            None => &mut self.fallback_in_flight,
-        }
-    }
-
-    /// An acquire of `key`: the outcome, and where the permit is if admitted.
-    fn acquire(&mut self, key: u8) -> (Outcome, Option<Option<u8>>) {
-        let on = match self.route(key) {
-            Ok(on) => on,
-            Err(outcome) => return (outcome, None),
-        };
-        let limit = self.limit(on.unwrap_or(FALLBACK));
-        if *self.in_flight(on) >= limit {
-            return (Outcome::Key, None);
-        }
-        if let Some(total) = self.config.total {
-            if self.total_in_flight >= total {
-                return (Outcome::Total, None);
-            }
-            self.total_in_flight += 1;
-        }
-        *self.in_flight(on) += 1;
-        (Outcome::Admitted, Some(on))
-    }
-
-    fn release(&mut self, on: Option<u8>) {
-        *self.in_flight(on) -= 1;
-        if self.config.total.is_some() {
-            self.total_in_flight -= 1;
-        }
-    }
 }
 
 fn outcome_of<T>(result: &Result<T, KeyedFull>, key: u8, step: usize) -> Outcome {
@@ -164,25 +75,8 @@ pub fn run_keyed_ops(data: &[u8]) {
         assert_eq!(err.key(), "max_keys");
         return;
     }
-    let limit = |n| BulkheadConfig::builder().max_concurrent_calls(n).build().unwrap();
-    let mut builder = KeyedBulkhead::<u8>::builder("fuzz-keyed")
-        .default_config(limit(config.default_limit))
-        .key_config(0, limit(config.key0_limit))
-        .max_keys(config.max_keys);
-    if let Some(total) = config.total {
-        builder = builder.total(limit(total));
-    }
-    if config.fallback {
-        builder = builder.fallback_key(FALLBACK);
-    }
-    let keyed = builder.build().expect("a valid keyed config");
-    let mut model = Model {
-        config,
-        live: BTreeMap::new(),
-        fallback_in_flight: 0,
-        total_in_flight: 0,
-        held: Vec::new(),
-    };
+    let keyed = config.build("fuzz-keyed", FALLBACK);
+    let mut model = Model::new(config, FALLBACK);
     let mut held: Vec<KeyedPermit<'_>> = Vec::new();
     let waker = Waker::from(Arc::new(NoWake));
     let mut cx = Context::from_waker(&waker);
@@ -233,27 +127,12 @@ pub fn run_keyed_ops(data: &[u8]) {
                 model.release(on);
             }
             7 => {
-                let before = model.live.len();
-                model.live.retain(|_, in_flight| *in_flight > 0);
-                assert_eq!(keyed.evict_idle(), before - model.live.len(), "step {step}: evicted");
+                assert_eq!(keyed.evict_idle(), model.evict_idle(), "step {step}: evicted");
             }
             _ => {}
         }
-        assert_eq!(keyed.live_keys(), model.live.len(), "step {step}: live keys");
-        for key in 0..KEYS {
-            let real = keyed.key_metrics(&key).map(|m| m.in_flight_calls());
-            let expected = if config.fallback && key == FALLBACK {
-                Some(model.fallback_in_flight)
-            } else {
-                model.live.get(&key).copied()
-            };
-            assert_eq!(real, expected, "step {step}: key {key} in flight");
-        }
-        let total = keyed.total_metrics().map(|m| m.in_flight_calls());
-        assert_eq!(total, config.total.map(|_| model.total_in_flight), "step {step}: total");
+        model.check(&keyed, KEYS, step);
     }
     drop(held);
-    if let Some(total) = keyed.total_metrics() {
-        assert_eq!(total.in_flight_calls(), 0, "every total slot back");
-    }
+    check_total_back(&keyed);
 }
