@@ -101,24 +101,31 @@ fn tracing_too_many_waiting_is_a_debug_event() {
     assert_eq!(events[0].fields["reason"], "too_many_waiting");
 }
 
+/// Holds `bulkhead`'s only permit while `wait` queues on another thread (its events
+/// captured), for past the 10 ms threshold, then frees it: the wait is one `DEBUG` event
+/// naming the bulkhead, with its length.
+fn assert_long_wait_logged(bulkhead: &Arc<Bulkhead>, wait: fn(&Bulkhead)) {
+    let held = bulkhead.try_acquire().unwrap();
+    let waiter = {
+        let bulkhead = Arc::clone(bulkhead);
+        thread::spawn(move || captured(|| wait(&bulkhead)))
+    };
+    wait_for_waiters(bulkhead, 1);
+    thread::sleep(Duration::from_millis(15)); // past the 10 ms threshold
+    drop(held);
+    let events = join_guarded(waiter);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].level, Level::DEBUG);
+    assert_eq!(events[0].fields["bulkhead"], bulkhead.name());
+    let waited: u64 = events[0].fields["waited_us"].parse().unwrap();
+    assert!(waited >= 15_000, "{events:?}");
+}
+
 #[test]
 fn tracing_long_wait_is_a_debug_event_and_a_short_one_is_not() {
     with_hang_guard(|| {
         let bulkhead = shared("tr-wait", limit_wait(1, LONG_WAIT));
-        let held = bulkhead.try_acquire().unwrap();
-        let waiter = {
-            let bulkhead = Arc::clone(&bulkhead);
-            thread::spawn(move || captured(|| drop(bulkhead.acquire().unwrap())))
-        };
-        wait_for_waiters(&bulkhead, 1);
-        thread::sleep(Duration::from_millis(15)); // past the 10 ms threshold
-        drop(held);
-        let events = join_guarded(waiter);
-        assert_eq!(events.len(), 1, "{events:?}");
-        assert_eq!(events[0].level, Level::DEBUG);
-        assert_eq!(events[0].fields["bulkhead"], "tr-wait");
-        let waited: u64 = events[0].fields["waited_us"].parse().unwrap();
-        assert!(waited >= 15_000, "{events:?}");
+        assert_long_wait_logged(&bulkhead, |bulkhead| drop(bulkhead.acquire().unwrap()));
 
         // A permit free at once: no wait, no event.
         let quick = captured(|| drop(bulkhead.acquire().unwrap()));
@@ -133,21 +140,8 @@ fn tracing_long_wait_is_a_debug_event_and_a_short_one_is_not() {
 fn tracing_long_unbounded_async_wait_is_timed_and_logged() {
     with_hang_guard(|| {
         let bulkhead = shared("tr-async-wait", limit_wait(1, Duration::MAX));
-        let held = bulkhead.try_acquire().unwrap();
-        let waiter = {
-            let bulkhead = Arc::clone(&bulkhead);
-            thread::spawn(move || {
-                captured(|| drop(futures::executor::block_on(bulkhead.acquire_async()).unwrap()))
-            })
-        };
-        wait_for_waiters(&bulkhead, 1);
-        thread::sleep(Duration::from_millis(15)); // past the 10 ms threshold
-        drop(held);
-        let events = join_guarded(waiter);
-        assert_eq!(events.len(), 1, "{events:?}");
-        assert_eq!(events[0].level, Level::DEBUG);
-        assert_eq!(events[0].fields["bulkhead"], "tr-async-wait");
-        let waited: u64 = events[0].fields["waited_us"].parse().unwrap();
-        assert!(waited >= 15_000, "{events:?}");
+        assert_long_wait_logged(&bulkhead, |bulkhead| {
+            drop(futures::executor::block_on(bulkhead.acquire_async()).unwrap())
+        });
     });
 }
