@@ -19,11 +19,8 @@ mkdir -p "$WORK"
 cargo bench --no-run --bench callgrind 2>/dev/null
 CALLGRIND="$(cargo bench --no-run --bench callgrind --message-format=json 2>/dev/null |
     python3 benches/report.py executable callgrind)"
-instructions() { # op n -> total instructions
-    valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.$1.$2" "$CALLGRIND" "$1" "$2" \
-        >/dev/null 2>"$WORK/cg.$1.$2.log"
-    python3 benches/report.py callgrind "$WORK/cg.$1.$2"
-}
+EXE="$CALLGRIND"
+source benches/valgrind.sh
 echo "| op | instructions per op |"
 echo "|---|---:|"
 for op in "${OPS[@]}"; do
@@ -31,5 +28,5 @@ for op in "${OPS[@]}"; do
     base=$(instructions "$op" 0)
     total=$(instructions "$op" "$N")
     what=$("$CALLGRIND" list | awk -F'\t' -v op="$op" '$1 == op { print $2 }')
-    python3 -c "print(f'| $what (\`$op\`) | {($total - $base) / $N:.1f} |')"
+    echo "| $what (\`$op\`) | $(per "$base" "$total" "$N") |"
 done

@@ -18,16 +18,7 @@ cargo bench --no-run --features macros --bench macro_cost
 EXE="$(cargo bench --no-run --features macros --bench macro_cost --message-format=json 2>/dev/null |
     python3 benches/report.py executable macro_cost)"
 
-instructions() { # op n -> total instructions
-    valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.$1.$2" "$EXE" "$1" "$2" \
-        >/dev/null 2>"$WORK/cg.$1.$2.log"
-    python3 benches/report.py callgrind "$WORK/cg.$1.$2"
-}
-blocks() { # op n -> heap blocks allocated in all
-    valgrind --tool=dhat --dhat-out-file="$WORK/dhat.$1.$2.json" "$EXE" "$1" "$2" 2>&1 \
-        >/dev/null | sed -n -E 's/.*Total: +[0-9,]+ bytes in ([0-9,]+) blocks.*/\1/p' | tr -d ,
-}
-per() { python3 -c "print(f'{($2 - $1) / $3:.1f}')"; }
+source benches/valgrind.sh
 
 {
     echo "# The \`#[bulkhead]\` attribute's cost"

@@ -18,15 +18,11 @@ cargo bench --no-run --features tower --bench peers
 PEERS="$(cargo bench --no-run --features tower --bench peers --message-format=json 2>/dev/null |
     python3 benches/report.py executable peers)"
 
-instructions() { # op n -> total instructions
-    valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.$1.$2" "$PEERS" "$1" "$2" \
-        >/dev/null 2>"$WORK/cg.$1.$2.log"
-    python3 benches/report.py callgrind "$WORK/cg.$1.$2"
-}
+EXE="$PEERS"
+source benches/valgrind.sh
 field() { # line key -> value
     tr '\t' '\n' <<<"$1" | sed -n "s/^$2=//p"
 }
-per() { python3 -c "print(f'{($2 - $1) / $3:.$4f}')"; }
 
 {
     echo "# Our tower layer next to tower-resilience-bulkhead"

@@ -23,16 +23,8 @@ exe() {
 CALLGRIND="$(exe callgrind)"
 PROBE="$(exe probe)"
 
-instructions() { # op n -> total instructions
-    valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.$1.$2" "$CALLGRIND" "$1" "$2" \
-        >/dev/null 2>"$WORK/cg.$1.$2.log"
-    python3 benches/report.py callgrind "$WORK/cg.$1.$2"
-}
-blocks() { # op n -> heap blocks allocated in all
-    valgrind --tool=dhat --dhat-out-file="$WORK/dhat.$1.$2.json" "$CALLGRIND" "$1" "$2" 2>&1 \
-        >/dev/null | sed -n -E 's/.*Total: +[0-9,]+ bytes in ([0-9,]+) blocks.*/\1/p' | tr -d ,
-}
-per() { python3 -c "print(f'{round(($2 - $1) / $3, 1) + 0.0:.1f}')"; }  # + 0.0: no "-0.0"
+EXE="$CALLGRIND"
+source benches/valgrind.sh
 
 {
     echo "# The waiting path"
