@@ -4,7 +4,7 @@
 # the engine files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-engine=(src/state.rs src/blocking.rs src/future.rs src/bulkhead.rs src/permit.rs src/observe.rs src/keyed.rs)
+engine=(src/state.rs src/blocking.rs src/future.rs src/bulkhead.rs src/permit.rs src/observe.rs src/keyed.rs src/timer.rs)
 pattern='(std|core)::sync::atomic|parking_lot::|std::thread::(park|current)|Instant::now|loom::|shuttle::'
 # Comments and doc examples (user code) may name them.
 if grep -nE "$pattern" "${engine[@]}" | grep -vE '^[^:]+:[0-9]+:\s*//'; then

@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 
-use crate::state::{Enqueued, Outcome, WaitKey, Waiter};
+use crate::state::{Enqueued, Outcome, WaitKey, Wake};
 use crate::{Bulkhead, BulkheadFull, RejectReason};
 
 impl Bulkhead {
@@ -17,7 +17,7 @@ impl Bulkhead {
         let clock = &sem.clock;
         let start = clock.now();
         let deadline = clock.deadline(start, wait);
-        let key = match sem.enqueue(Waiter::Thread, self.max_waiting()) {
+        let key = match sem.enqueue(Wake::thread(), self.max_waiting(), None) {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {
                 self.permitted_after(sem.load(), Some(start));
@@ -38,7 +38,8 @@ impl Bulkhead {
                 Err(self.reject(sem.load(), RejectReason::Closed, Duration::ZERO))
             }
             Some(Outcome::Drained) => unreachable!("an acquire is not a drain wait"),
-            None => {
+            // A thread keeps its own deadline: the timer never withdraws it.
+            None | Some(Outcome::TimedOut) => {
                 let waited = clock.since(start).max(wait);
                 Err(self.reject(sem.load(), RejectReason::WaitTimedOut, waited))
             }
@@ -67,7 +68,7 @@ impl Bulkhead {
     /// Blocks until the bulkhead is closed and no call is in flight, or `timeout` passes.
     pub(crate) fn wait_drained_blocking(&self, timeout: Duration) -> bool {
         let sem = self.sem();
-        let Some(key) = sem.wait_drained(Waiter::Thread) else { return true };
+        let Some(key) = sem.wait_drained(Wake::thread()) else { return true };
         refuse_in_async_context(self.name(), "wait_drained", timeout);
         let clock = &sem.clock;
         let deadline = clock.deadline(clock.now(), timeout);

@@ -150,8 +150,15 @@ impl Bulkhead {
         let mut current = self.config.lock();
         // Wait settings first: the limit CAS (Release) then publishes them to callers it admits.
         self.store_wait_settings(&config);
-        self.sem.set_limit(config.max_concurrent_calls());
+        let serve = self.sem.set_limit(config.max_concurrent_calls());
         *current = config;
+        drop(current);
+        // Queued callers the new permits admit are granted and woken after the config lock
+        // is released: their wakers may call back into this bulkhead (`config`,
+        // `change_config`).
+        if serve {
+            self.sem.serve_waiters();
+        }
     }
 
     fn store_wait_settings(&self, config: &BulkheadConfig) {

@@ -1,6 +1,8 @@
-//! The async slow path: futures that queue, wait for a grant or a timer, and withdraw on
-//! drop. Nothing here allocates: the waiter is a slot of the semaphore's slab, addressed by
-//! a [`WaitKey`], and the timer lives inside the future, pinned in place.
+//! The async slow path: futures that queue, wait for a grant or their deadline, and withdraw
+//! on drop. Nothing here allocates: the waiter is a slot of the semaphore's slab, addressed
+//! by a [`WaitKey`]. The deadline of `acquire_async` is kept by the bulkhead's own timer
+//! (`crate::timer`), which withdraws and wakes the waiter when it passes, on any executor;
+//! `acquire_async_with_sleep` pins the caller's sleep inside its future instead.
 
 use core::fmt;
 use core::future::Future;
@@ -11,25 +13,24 @@ use std::sync::Arc;
 
 use pin_project_lite::pin_project;
 
-use crate::state::{Enqueued, Outcome, WaitKey, Waiter};
+use crate::state::{Enqueued, Outcome, WaitKey, Wake};
 use crate::sync::Instant;
 use crate::{Bulkhead, BulkheadFull, OwnedPermit, Permit, RejectReason};
 
-#[cfg(feature = "tokio")]
-type DefaultSleep = tokio::time::Sleep;
-#[cfg(not(feature = "tokio"))]
-type DefaultSleep = core::future::Pending<()>;
+/// The sleep of a future whose deadline the bulkhead's timer keeps: none. Uninhabited, so
+/// `Timer<EngineTimer>` takes no space.
+enum EngineTimer {}
 
-/// The timer `acquire_async` uses: tokio's, when polled inside a tokio runtime.
-#[cfg(feature = "tokio")]
-fn default_sleep(wait: Duration) -> Option<DefaultSleep> {
-    tokio::runtime::Handle::try_current().ok()?;
-    Some(tokio::time::sleep(wait))
+impl Future for EngineTimer {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        match *self {}
+    }
 }
 
-/// Without a timer, the deadline is checked whenever the future is polled.
-#[cfg(not(feature = "tokio"))]
-fn default_sleep(_wait: Duration) -> Option<DefaultSleep> {
+/// `acquire_async` arms no sleep: its deadline goes to the queue, and the timer keeps it.
+fn engine_timer(_wait: Duration) -> Option<EngineTimer> {
     None
 }
 
@@ -52,11 +53,14 @@ struct Core {
     /// When it gives up; `None` for an unbounded wait.
     deadline: Option<Instant>,
     done: bool,
+    /// Whether the bulkhead's timer keeps the deadline (`acquire_async`), or a sleep of the
+    /// caller's does (`acquire_async_with_sleep`).
+    engine_timer: bool,
 }
 
 impl Core {
-    const fn new() -> Self {
-        Core { key: None, start: None, deadline: None, done: false }
+    const fn new(engine_timer: bool) -> Self {
+        Core { key: None, start: None, deadline: None, done: false, engine_timer }
     }
 
     /// Called on drop: a queued future leaves the queue; a permit granted to it but never
@@ -71,6 +75,7 @@ impl Core {
     #[cold]
     #[inline(never)]
     fn withdraw(key: WaitKey, bulkhead: &Bulkhead) {
+        // Not granted (still queued, closed, timed out): the slot is gone, nothing is owned.
         if bulkhead.sem().withdraw(key) == Some(Outcome::Granted) {
             // Never handed to the caller, so no `CallPermitted`/`CallFinished` pair.
             bulkhead.sem().release();
@@ -131,12 +136,17 @@ impl Core {
                 return self.finish(bulkhead, outcome);
             }
         }
-        // Still queued: has the wait run out? With a timer, only when it fires; without one,
-        // the deadline is checked on every poll.
+        // Still queued: has the wait run out? With a sleep, when it fires. With the engine's
+        // timer, the timer withdraws the waiter itself (seen above as `TimedOut`); a re-poll
+        // after the deadline (the timer thread disabled, or not yet there) gives up too. A
+        // custom sleep that was not armed checks on every poll.
         let expired = match timer.project() {
             TimerProj::On { sleep } => sleep.poll(cx).is_ready(),
+            TimerProj::Off if self.engine_timer && just_queued => false,
             TimerProj::Off => self.deadline.is_some_and(|deadline| {
-                sem.clock.wake_at_deadline(cx.waker());
+                if !self.engine_timer {
+                    sem.clock.wake_at_deadline(cx.waker());
+                }
                 sem.clock.now() >= deadline
             }),
         };
@@ -185,7 +195,9 @@ impl Core {
         let start =
             (wait != Duration::MAX || sem.load().is_observed() || crate::trace::interested())
                 .then(|| sem.clock.now());
-        let key = match sem.enqueue(Waiter::Task(cx.waker()), bulkhead.max_waiting()) {
+        let deadline = start.and_then(|start| sem.clock.deadline(start, wait));
+        let timed = if self.engine_timer { deadline } else { None };
+        let key = match sem.enqueue(Wake::task(cx.waker()), bulkhead.max_waiting(), timed) {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {
                 bulkhead.permitted_after(sem.load(), start);
@@ -200,8 +212,8 @@ impl Core {
         };
         self.key = Some(key);
         self.start = start;
-        self.deadline = start.and_then(|start| sem.clock.deadline(start, wait));
-        if self.deadline.is_some() {
+        self.deadline = deadline;
+        if self.deadline.is_some() && !self.engine_timer {
             if let Some(sleep) = arm(wait) {
                 timer.set(Timer::On { sleep });
             }
@@ -236,6 +248,11 @@ impl Core {
                 let err = bulkhead.reject(sem.load(), RejectReason::Closed, Duration::ZERO);
                 self.done_with(Err(err))
             }
+            Outcome::TimedOut => {
+                let waited = self.waited(bulkhead);
+                let err = bulkhead.reject(sem.load(), RejectReason::WaitTimedOut, waited);
+                self.done_with(Err(err))
+            }
             Outcome::Drained => unreachable!("an acquire is not a drain wait"),
         }
     }
@@ -265,7 +282,7 @@ pin_project! {
         bulkhead: &'a Bulkhead,
         core: Core,
         #[pin]
-        timer: Timer<DefaultSleep>,
+        timer: Timer<EngineTimer>,
     }
 
     impl PinnedDrop for Acquire<'_> {
@@ -279,7 +296,7 @@ pin_project! {
 impl<'a> Acquire<'a> {
     #[inline]
     pub(crate) fn new(bulkhead: &'a Bulkhead) -> Self {
-        Acquire { bulkhead, core: Core::new(), timer: Timer::Off }
+        Acquire { bulkhead, core: Core::new(true), timer: Timer::Off }
     }
 }
 
@@ -291,7 +308,7 @@ impl<'a> Future for Acquire<'a> {
         let this = self.project();
         let bulkhead: &'a Bulkhead = this.bulkhead;
         this.core
-            .poll(this.timer, bulkhead, cx, default_sleep)
+            .poll(this.timer, bulkhead, cx, engine_timer)
             .map(|r| r.map(|()| Permit::new(bulkhead)))
     }
 }
@@ -336,7 +353,7 @@ where
         AcquireWithSleep {
             bulkhead,
             make_sleep: Some(make_sleep),
-            core: Core::new(),
+            core: Core::new(false),
             timer: Timer::Off,
         }
     }
@@ -377,7 +394,7 @@ pin_project! {
         bulkhead: Arc<Bulkhead>,
         core: Core,
         #[pin]
-        timer: Timer<DefaultSleep>,
+        timer: Timer<EngineTimer>,
     }
 
     impl PinnedDrop for AcquireOwned {
@@ -390,7 +407,7 @@ pin_project! {
 
 impl AcquireOwned {
     pub(crate) fn new(bulkhead: Arc<Bulkhead>) -> Self {
-        AcquireOwned { bulkhead, core: Core::new(), timer: Timer::Off }
+        AcquireOwned { bulkhead, core: Core::new(true), timer: Timer::Off }
     }
 }
 
@@ -401,7 +418,7 @@ impl Future for AcquireOwned {
         let this = self.project();
         let bulkhead = this.bulkhead;
         this.core
-            .poll(this.timer, bulkhead, cx, default_sleep)
+            .poll(this.timer, bulkhead, cx, engine_timer)
             .map(|r| r.map(|()| OwnedPermit::from_acquired(Arc::clone(bulkhead))))
     }
 }
@@ -442,7 +459,7 @@ impl Future for Drained<'_> {
             // Registered under the lock that completes drain waits: a drain either came
             // before (seen here) or wakes this waker.
             Some(key) => sem.poll_wait(key, Some(cx.waker())).is_some(),
-            None => match sem.wait_drained(Waiter::Task(cx.waker())) {
+            None => match sem.wait_drained(Wake::task(cx.waker())) {
                 Some(key) => {
                     this.key = Some(key);
                     false

@@ -97,6 +97,7 @@ mod permit;
 mod registry;
 mod state;
 mod sync;
+pub mod timer;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;

@@ -78,11 +78,12 @@
 //! refuse while `WAITERS` is set, and the releaser (or whoever holds the lock first) drains
 //! it to the oldest waiter. Metrics read in that window see one available permit.
 
+use std::sync::Arc;
 use std::task::Waker;
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicU64, AtomicUsize, Clock, Mutex, MutexGuard, Ordering, Thread};
+use crate::sync::{AtomicU64, AtomicUsize, Clock, Instant, Mutex, MutexGuard, Ordering, Thread};
 
 const WAITERS: u64 = 1;
 const CLOSED: u64 = 1 << 1;
@@ -165,27 +166,22 @@ pub(crate) enum Wake {
 }
 
 impl Wake {
+    /// The calling thread's wake. Built before the queue lock is taken, as every wake is:
+    /// nothing foreign runs under the lock (see the module docs).
+    pub(crate) fn thread() -> Wake {
+        Wake::Thread(crate::sync::current_thread())
+    }
+
+    /// A task's wake: a clone of `waker`, made before the queue lock is taken (a waker's
+    /// `clone` is foreign code).
+    pub(crate) fn task(waker: &Waker) -> Wake {
+        Wake::Task(waker.clone())
+    }
+
     fn wake(self) {
         match self {
             Wake::Thread(thread) => thread.unpark(),
             Wake::Task(waker) => waker.wake(),
-        }
-    }
-}
-
-/// Who is about to wait: the calling thread, or the task whose waker this is. A `Wake` is
-/// built from it only if the caller is really queued.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Waiter<'a> {
-    Thread,
-    Task(&'a Waker),
-}
-
-impl Waiter<'_> {
-    fn to_wake(self) -> Wake {
-        match self {
-            Waiter::Thread => Wake::Thread(crate::sync::current_thread()),
-            Waiter::Task(waker) => Wake::Task(waker.clone()),
         }
     }
 }
@@ -209,9 +205,10 @@ impl WakeList {
         self.wake = wake;
     }
 
-    /// Drops the wake collected without calling it (the caller's own, found granted).
-    fn discard_last(&mut self) {
-        self.wake = None;
+    /// Takes the wake collected last out, uncalled (the caller's own, found granted): the
+    /// caller drops it after unlocking.
+    fn take_last(&mut self) -> Option<Wake> {
+        self.wake.take()
     }
 
     fn wake_all(&mut self) {
@@ -226,6 +223,14 @@ impl Drop for WakeList {
         // Only reached with a wake left if a panic unwound past `wake_all`: deliver it.
         self.wake_all();
     }
+}
+
+/// Releases the queue lock, then drops `garbage` (a wake, a waker: foreign code that may
+/// re-enter the semaphore), and returns `value`.
+fn unlock_then_drop<T, G>(queue: MutexGuard<'_, Queue>, garbage: G, value: T) -> T {
+    drop(queue);
+    drop(garbage);
+    value
 }
 
 /// A slot's index and generation: the waiter's handle to its place in the queue.
@@ -251,6 +256,8 @@ enum SlotState {
     Closed,
     /// Out of every list: the bulkhead closed and drained.
     Drained,
+    /// Out of every list: the deadline timer found its deadline passed.
+    TimedOut,
 }
 
 /// What a finished wait ended with.
@@ -262,6 +269,8 @@ pub(crate) enum Outcome {
     Closed,
     /// A drain wait: the bulkhead is closed and no call is in flight.
     Drained,
+    /// The deadline timer withdrew the waiter: its deadline passed, no permit.
+    TimedOut,
 }
 
 const NIL: u32 = u32::MAX;
@@ -273,6 +282,9 @@ struct Slot {
     prev: u32,
     next: u32,
     wake: Option<Wake>,
+    /// The deadline the bulkhead's timer keeps for this waiter (bounded async waits only;
+    /// a thread keeps its own, a custom sleep its own).
+    deadline: Option<Instant>,
 }
 
 /// A doubly linked list threaded through the slab by index.
@@ -300,6 +312,16 @@ struct Queue {
     live: usize,
     /// Slots not on the free list.
     in_use: usize,
+    /// Slots in `waiters` with a timer deadline.
+    timed: usize,
+    /// Whether the timed slots' deadlines never decrease from head to tail, so the first
+    /// timed slot has the earliest deadline. True for FIFO with one max wait; a
+    /// `change_config` that shortens the wait can break it until the timed slots are gone.
+    ordered: bool,
+    /// The latest deadline queued since the queue last had no timed slot.
+    max_deadline: Option<Instant>,
+    /// The earliest deadline the timer has been asked to fire for this queue, if any.
+    armed: Option<Instant>,
 }
 
 impl Queue {
@@ -314,6 +336,10 @@ impl Queue {
             drainers: List::EMPTY,
             live: 0,
             in_use: 0,
+            timed: 0,
+            ordered: true,
+            max_deadline: None,
+            armed: None,
         }
     }
 
@@ -328,7 +354,8 @@ impl Queue {
 
     /// Takes a slot (from the free list, or a new one) in `state`, linked at the back of
     /// `waiters` or `drainers`.
-    fn alloc(&mut self, state: SlotState, wake: Wake) -> WaitKey {
+    /// `deadline` (queued waiters only) is one the timer keeps.
+    fn alloc(&mut self, state: SlotState, wake: Wake, deadline: Option<Instant>) -> WaitKey {
         let index = if self.free != NIL {
             let index = self.free;
             let slot = &mut self.slots[index as usize];
@@ -336,13 +363,16 @@ impl Queue {
             slot.generation = slot.generation.wrapping_add(1);
             slot.state = state;
             slot.wake = Some(wake);
+            slot.deadline = deadline;
             index
         } else {
             let index = u32::try_from(self.slots.len())
                 .ok()
                 .filter(|&i| i != NIL)
                 .expect("more than 2^32 - 1 waiters on one bulkhead");
-            self.slots.push(Slot { generation: 0, state, prev: NIL, next: NIL, wake: Some(wake) });
+            let slot =
+                Slot { generation: 0, state, prev: NIL, next: NIL, wake: Some(wake), deadline };
+            self.slots.push(slot);
             index
         };
         self.in_use += 1;
@@ -350,6 +380,13 @@ impl Queue {
             SlotState::Queued => {
                 self.link_back(true, index);
                 self.live += 1;
+                if let Some(deadline) = deadline {
+                    self.timed += 1;
+                    if self.max_deadline.is_some_and(|latest| deadline < latest) {
+                        self.ordered = false;
+                    }
+                    self.max_deadline = self.max_deadline.max(Some(deadline));
+                }
             }
             SlotState::DrainWait => self.link_back(false, index),
             _ => unreachable!("a new slot waits in a list"),
@@ -397,7 +434,54 @@ impl Queue {
         }
         if waiters {
             self.live -= 1;
+            if self.slots[index as usize].deadline.is_some() {
+                self.timed -= 1;
+                if self.timed == 0 {
+                    self.ordered = true;
+                    self.max_deadline = None;
+                }
+            }
         }
+    }
+
+    /// Takes the first queued waiter whose timer deadline is at or before `now` out of the
+    /// list, marks it `TimedOut` and returns its wake; `None` if no deadline has passed.
+    fn pop_expired(&mut self, now: Instant) -> Option<Option<Wake>> {
+        let mut index = self.waiters.head;
+        while index != NIL {
+            let slot = &self.slots[index as usize];
+            let next = slot.next;
+            match slot.deadline {
+                Some(deadline) if deadline <= now => {
+                    self.unlink(true, index);
+                    let slot = &mut self.slots[index as usize];
+                    slot.state = SlotState::TimedOut;
+                    return Some(slot.wake.take());
+                }
+                // In order, so no later deadline has passed either.
+                Some(_) if self.ordered => return None,
+                _ => {}
+            }
+            index = next;
+        }
+        None
+    }
+
+    /// The earliest timer deadline of a queued waiter.
+    fn earliest_deadline(&self) -> Option<Instant> {
+        let mut earliest = None;
+        let mut index = self.waiters.head;
+        while index != NIL && self.timed > 0 {
+            let slot = &self.slots[index as usize];
+            if let Some(deadline) = slot.deadline {
+                if self.ordered {
+                    return Some(deadline);
+                }
+                earliest = Some(earliest.map_or(deadline, |e: Instant| e.min(deadline)));
+            }
+            index = slot.next;
+        }
+        earliest
     }
 
     /// Takes the first slot of a list out of it, sets its final `state` and returns its
@@ -413,12 +497,16 @@ impl Queue {
         Some(slot.wake.take())
     }
 
-    /// Returns a slot to the free list. Once no slot is in use, the slab is emptied, and
-    /// its memory given back if a storm of waiters grew it past `RETAINED_CAPACITY`.
-    fn free(&mut self, key: WaitKey) {
+    /// Returns a slot to the free list, and the wake it still held: the caller drops that
+    /// after unlocking (a waker's `drop` is foreign code). Once no slot is in use, the slab is
+    /// emptied, and its memory given back if a storm of waiters grew it past
+    /// `RETAINED_CAPACITY`.
+    #[must_use = "drop the wake after unlocking"]
+    fn free(&mut self, key: WaitKey) -> Option<Wake> {
         let slot = self.slot(key);
         slot.state = SlotState::Free;
-        slot.wake = None;
+        slot.deadline = None;
+        let wake = slot.wake.take();
         self.in_use -= 1;
         if self.in_use == 0 {
             if self.slots.capacity() > Self::RETAINED_CAPACITY {
@@ -431,6 +519,7 @@ impl Queue {
             self.slots[key.index as usize].next = self.free;
             self.free = key.index;
         }
+        wake
     }
 }
 
@@ -453,11 +542,68 @@ pub(crate) struct Semaphore {
     /// The state word; see the module docs. Padded so rejections, which only read it, do not
     /// share a cache line with the mutex or the configuration.
     state: CachePadded<AtomicU64>,
+    /// The waiter queue, shared with the deadline timer (which holds it by a `Weak`).
+    list: Arc<Waitlist>,
+    /// The clock deadlines are measured on (the model clock under loom and shuttle).
+    pub(crate) clock: Clock,
+}
+
+/// The queue and what the deadline timer needs beside it, behind an `Arc` so the timer can
+/// hold a `Weak` to it: no strong reference to any bulkhead, and a bulkhead that is dropped
+/// while the timer is armed for it costs the timer one failed upgrade.
+#[derive(Debug)]
+pub(crate) struct Waitlist {
     queue: Mutex<Queue>,
     /// `queue.live`, mirrored for lock-free metrics.
     waiting: AtomicUsize,
-    /// The clock deadlines are measured on (the model clock under loom and shuttle).
-    pub(crate) clock: Clock,
+}
+
+impl Waitlist {
+    fn publish_waiting(&self, queue: &Queue) {
+        // Ordering: Relaxed — a metric mirror of `queue.live`.
+        self.waiting.store(queue.live, Ordering::Relaxed);
+    }
+
+    /// The timer fired for this queue at `fired`: withdraws every queued waiter whose timer
+    /// deadline is at or before `now`, wakes each after unlocking, and asks the timer to fire
+    /// again at the earliest deadline left.
+    ///
+    /// A waiter withdrawn here is out of the queue, so no drain can grant it; it finds
+    /// `TimedOut` when it next polls. If it was the last waiter, `WAITERS` stays set (the
+    /// timer does not reach the state word): harmless, because with a waiter queued
+    /// `available <= 0`, so no permit is free for a fast path to miss, and the next release
+    /// or growth takes the lock, finds the queue empty and clears the flag.
+    pub(crate) fn expire(self: &Arc<Self>, fired: Instant, now: Instant) {
+        let mut queue = self.queue.lock();
+        if queue.armed == Some(fired) {
+            queue.armed = None;
+        }
+        while let Some(wake) = queue.pop_expired(now) {
+            self.publish_waiting(&queue);
+            drop(queue);
+            if let Some(wake) = wake {
+                wake.wake();
+            }
+            queue = self.queue.lock();
+        }
+        let earliest = queue.earliest_deadline();
+        let rearm = Self::arm(&mut queue, earliest);
+        drop(queue);
+        if let Some(at) = rearm {
+            crate::timer::schedule(at, Arc::downgrade(self));
+        }
+    }
+
+    /// Under the lock: whether the timer must be asked to fire at `deadline` (earlier than
+    /// what it already fires at for this queue); records it as armed if so.
+    fn arm(queue: &mut Queue, deadline: Option<Instant>) -> Option<Instant> {
+        let deadline = deadline?;
+        if queue.armed.is_some_and(|armed| armed <= deadline) {
+            return None;
+        }
+        queue.armed = Some(deadline);
+        Some(deadline)
+    }
 }
 
 impl Semaphore {
@@ -465,8 +611,10 @@ impl Semaphore {
     pub(crate) fn new(limit: usize) -> Semaphore {
         Semaphore {
             state: CachePadded::new(AtomicU64::new(Word::encode(limit as i64, limit, 0).0)),
-            queue: Mutex::new(Queue::new()),
-            waiting: AtomicUsize::new(0),
+            list: Arc::new(Waitlist {
+                queue: Mutex::new(Queue::new()),
+                waiting: AtomicUsize::new(0),
+            }),
             clock: Clock::new(),
         }
     }
@@ -499,7 +647,7 @@ impl Semaphore {
     /// Live waiters in the queue.
     pub(crate) fn waiting(&self) -> usize {
         // Ordering: Relaxed — a metric; written under the queue lock, read without it.
-        self.waiting.load(Ordering::Relaxed)
+        self.list.waiting.load(Ordering::Relaxed)
     }
 
     /// Takes a permit if one is free for a newcomer. On failure returns the word it saw.
@@ -549,7 +697,7 @@ impl Semaphore {
     #[inline(never)]
     fn release_slow(&self) {
         let mut wakes = WakeList::default();
-        self.drain_and_wake(self.queue.lock(), &mut wakes);
+        self.drain_and_wake(self.list.queue.lock(), &mut wakes);
     }
 
     /// Drains under `queue`, then wakes whom the drain granted after unlocking, as many
@@ -558,7 +706,7 @@ impl Semaphore {
         while self.drain(&mut queue, wakes) {
             drop(queue);
             wakes.wake_all();
-            queue = self.queue.lock();
+            queue = self.list.queue.lock();
         }
         drop(queue);
         wakes.wake_all();
@@ -612,7 +760,7 @@ impl Semaphore {
             let Some(wake) = queue.pop_front(true, SlotState::Granted) else {
                 unreachable!("live > 0, so the waiter list is not empty");
             };
-            self.publish_waiting(queue);
+            self.list.publish_waiting(queue);
             wakes.push(wake);
         }
     }
@@ -625,49 +773,69 @@ impl Semaphore {
         self.state.fetch_and(!WAITERS, Ordering::Relaxed);
     }
 
-    fn publish_waiting(&self, queue: &Queue) {
-        // Ordering: Relaxed — a metric mirror of `queue.live`.
-        self.waiting.store(queue.live, Ordering::Relaxed);
-    }
-
     /// The slow acquire: under the lock, takes a free permit if nobody is queued, otherwise
-    /// queues `waiter` (unless `max_waiting` live waiters are already queued, or closed).
-    pub(crate) fn enqueue(&self, waiter: Waiter<'_>, max_waiting: Option<usize>) -> Enqueued {
-        let mut queue = self.queue.lock();
+    /// queues the waiter woken by `wake` (unless `max_waiting` live waiters are already
+    /// queued, or closed). `deadline`, for a bounded async wait, is kept by the timer: when
+    /// it passes, the waiter is withdrawn and woken, and finds [`Outcome::TimedOut`].
+    ///
+    /// `wake` is built by the caller before the lock is taken, and dropped after it is
+    /// released if the caller was not queued: no foreign code runs under the lock.
+    pub(crate) fn enqueue(
+        &self,
+        wake: Wake,
+        max_waiting: Option<usize>,
+        deadline: Option<Instant>,
+    ) -> Enqueued {
+        let mut queue = self.list.queue.lock();
         match self.try_acquire() {
-            Ok(_) => return Enqueued::Acquired,
+            Ok(_) => return unlock_then_drop(queue, wake, Enqueued::Acquired),
             // `close` sets CLOSED under this lock, so the load in `try_acquire` sees it.
-            Err(word) if word.is_closed() => return Enqueued::Closed,
+            Err(word) if word.is_closed() => {
+                return unlock_then_drop(queue, wake, Enqueued::Closed);
+            }
             Err(_) => {}
         }
         if max_waiting.is_some_and(|max| queue.live >= max) {
-            return Enqueued::TooManyWaiting;
+            return unlock_then_drop(queue, wake, Enqueued::TooManyWaiting);
         }
         // Ordering: Relaxed — the flag publishes nothing by itself: a release that sees it
         // takes the lock we hold, which orders the queue. Being a read-modify-write, it is
         // totally ordered with every release's `fetch_add`: a release either comes before it
         // (its permit is in `available`, which the drain below finds) or sees the flag.
         let prev = Word(self.state.fetch_or(WAITERS, Ordering::Relaxed));
-        let key = queue.alloc(SlotState::Queued, waiter.to_wake());
-        self.publish_waiting(&queue);
+        let key = queue.alloc(SlotState::Queued, wake, deadline);
+        self.list.publish_waiting(&queue);
         if prev.available() <= 0 {
             // No permit was free when the flag went up (the read-modify-write saw the latest
-            // word), and every release from now on sees the flag and drains: nothing to do.
+            // word), and every release from now on sees the flag and drains.
+            let arm = Waitlist::arm(&mut queue, deadline);
+            drop(queue);
+            if let Some(at) = arm {
+                crate::timer::schedule(at, Arc::downgrade(&self.list));
+            }
             return Enqueued::Queued(key);
         }
         let mut wakes = WakeList::default();
         let more = self.drain(&mut queue, &mut wakes);
         let granted = queue.slot(key).state == SlotState::Granted;
+        // Our own wake, if the drain granted us: we are last in line, so it is the last one
+        // the drain collected. Dropped after unlocking, never called.
+        let mut own = None;
         if granted {
-            // We are last in line, so our own wake was the last one the drain collected.
-            wakes.discard_last();
-            queue.free(key);
+            own = wakes.take_last();
+            let freed = queue.free(key);
+            debug_assert!(freed.is_none(), "a granted slot's wake went to the drain");
         }
+        let arm = if granted { None } else { Waitlist::arm(&mut queue, deadline) };
         if more {
             self.drain_and_wake(queue, &mut wakes);
         } else {
             drop(queue);
             wakes.wake_all();
+        }
+        drop(own);
+        if let Some(at) = arm {
+            crate::timer::schedule(at, Arc::downgrade(&self.list));
         }
         if granted {
             Enqueued::Acquired
@@ -679,27 +847,51 @@ impl Semaphore {
     /// Checks a queued wait. `None`: still waiting (`waker`, if given, replaces the task's
     /// registered waker unless it would wake the same task). `Some`: the wait is over and its
     /// slot freed; `Outcome::Granted` means the caller owns a permit.
+    ///
+    /// A new waker is cloned outside the lock and the one it replaces is dropped outside it:
+    /// with many executors the last waker owns the task, its future and a permit inside, so
+    /// dropping it may release into this very semaphore (tokio's `release_permits_at_drop`).
+    /// After such a drop the slot is checked once more, so a permit that the drop released
+    /// and passed to this waiter is seen at once.
     pub(crate) fn poll_wait(&self, key: WaitKey, waker: Option<&Waker>) -> Option<Outcome> {
-        let mut queue = self.queue.lock();
-        let slot = queue.slot(key);
-        let outcome = match slot.state {
-            SlotState::Queued | SlotState::DrainWait => {
-                // Registered under the lock that every grant takes: a grant either happened
-                // before (and we return it above) or will wake this waker.
-                if let Some(waker) = waker {
-                    match &mut slot.wake {
-                        Some(Wake::Task(current)) if current.will_wake(waker) => {}
-                        wake => *wake = Some(Wake::Task(waker.clone())),
-                    }
-                }
-                return None;
-            }
+        let mut queue = self.list.queue.lock();
+        if let Some(outcome) = self.finished(&mut queue, key) {
+            return Some(outcome);
+        }
+        let waker = waker?;
+        if matches!(&queue.slot(key).wake, Some(Wake::Task(current)) if current.will_wake(waker)) {
+            // Registered under the lock that every grant takes: a grant either happened
+            // before (seen above) or will wake this waker.
+            return None;
+        }
+        drop(queue);
+        let fresh = Wake::task(waker);
+        let mut queue = self.list.queue.lock();
+        if let Some(outcome) = self.finished(&mut queue, key) {
+            return unlock_then_drop(queue, fresh, Some(outcome));
+        }
+        let replaced = queue.slot(key).wake.replace(fresh);
+        drop(queue);
+        // The replaced waker may be the last owner of a permit of this semaphore.
+        drop(replaced?);
+        let mut queue = self.list.queue.lock();
+        self.finished(&mut queue, key)
+    }
+
+    /// Under the lock: the outcome if the wait ended (its slot is then freed), `None` while
+    /// it is still waiting.
+    fn finished(&self, queue: &mut Queue, key: WaitKey) -> Option<Outcome> {
+        let outcome = match queue.slot(key).state {
+            SlotState::Queued | SlotState::DrainWait => return None,
             SlotState::Granted => Outcome::Granted,
             SlotState::Closed => Outcome::Closed,
             SlotState::Drained => Outcome::Drained,
+            SlotState::TimedOut => Outcome::TimedOut,
             SlotState::Free => unreachable!("checked by `Queue::slot`"),
         };
-        queue.free(key);
+        // A finished slot's wake was taken by whoever finished it.
+        let wake = queue.free(key);
+        debug_assert!(wake.is_none(), "a finished slot keeps no wake");
         Some(outcome)
     }
 
@@ -707,11 +899,11 @@ impl Semaphore {
     /// queue. `Some`: the wait had already ended (decided under the same lock); with
     /// `Outcome::Granted` the caller owns a permit and must use or release it.
     pub(crate) fn withdraw(&self, key: WaitKey) -> Option<Outcome> {
-        let mut queue = self.queue.lock();
+        let mut queue = self.list.queue.lock();
         let outcome = match queue.slot(key).state {
             SlotState::Queued => {
                 queue.unlink(true, key.index);
-                self.publish_waiting(&queue);
+                self.list.publish_waiting(&queue);
                 if queue.live == 0 && !self.load().is_closed() {
                     self.clear_waiters_flag();
                 }
@@ -724,17 +916,19 @@ impl Semaphore {
             SlotState::Granted => Some(Outcome::Granted),
             SlotState::Closed => Some(Outcome::Closed),
             SlotState::Drained => Some(Outcome::Drained),
+            SlotState::TimedOut => Some(Outcome::TimedOut),
             SlotState::Free => unreachable!("checked by `Queue::slot`"),
         };
-        queue.free(key);
-        outcome
+        // The wake of a waiter that left on its own is dropped after unlocking.
+        let wake = queue.free(key);
+        unlock_then_drop(queue, wake, outcome)
     }
 
     /// Closes the semaphore: from now on every acquire is refused, every queued waiter is
     /// refused and woken, and releases complete the drain waiters once no call is in flight.
     /// Returns `false` if it was already closed.
     pub(crate) fn close(&self) -> bool {
-        let mut queue = self.queue.lock();
+        let mut queue = self.list.queue.lock();
         // Ordering: Relaxed — publishes nothing: every reader that acts on CLOSED either
         // reads it under the queue lock we hold (enqueue, drain, withdraw) or only refuses
         // (fast paths). WAITERS stays set from now on, so every release takes the lock and
@@ -751,33 +945,43 @@ impl Semaphore {
                     None => break,
                 }
             }
-            self.publish_waiting(&queue);
+            self.list.publish_waiting(&queue);
             if queue.live == 0 {
                 break;
             }
             drop(queue);
             wakes.wake_all();
-            queue = self.queue.lock();
+            queue = self.list.queue.lock();
         }
         self.drain_and_wake(queue, &mut wakes);
         true
     }
 
     /// Waits for the semaphore to be closed with no call in flight: `None` if it already
-    /// is, otherwise the key of a drain wait to poll or withdraw.
-    pub(crate) fn wait_drained(&self, waiter: Waiter<'_>) -> Option<WaitKey> {
-        let mut queue = self.queue.lock();
-        let word = self.load();
+    /// is (and then every call that finished happens-before the caller's next step),
+    /// otherwise the key of a drain wait to poll or withdraw, woken by `wake`.
+    pub(crate) fn wait_drained(&self, wake: Wake) -> Option<WaitKey> {
+        let mut queue = self.list.queue.lock();
+        // Ordering: Acquire — pairs with the Release `fetch_add` of the last call's
+        // `release` (and, through the release sequence, of every earlier one): a caller told
+        // "drained" sees every write the finished calls made. The lock alone does not give
+        // this: the last release takes the lock only after its `fetch_add`.
+        let word = Word(self.state.load(Ordering::Acquire));
         if word.is_closed() && word.in_flight() == 0 {
-            return None;
+            return unlock_then_drop(queue, wake, None);
         }
-        Some(queue.alloc(SlotState::DrainWait, waiter.to_wake()))
+        Some(queue.alloc(SlotState::DrainWait, wake, None))
     }
 
-    /// Sets a new limit. Never waits for permits: growth adds free permits and serves
-    /// queued waiters first; a shrink subtracts (available may go negative, a debt that
+    /// Sets a new limit. Never waits for permits: growth adds free permits, which queued
+    /// waiters are owed first; a shrink subtracts (available may go negative, a debt that
     /// releases pay back). `limit` must be ≤ `MAX_PERMITS`.
-    pub(crate) fn set_limit(&self, limit: usize) {
+    ///
+    /// Returns `true` when the caller must then call [`serve_waiters`](Self::serve_waiters)
+    /// (new permits and queued waiters): the caller does so once it holds no lock of its
+    /// own, since serving wakes waiters.
+    #[must_use = "call `serve_waiters` when it returns true"]
+    pub(crate) fn set_limit(&self, limit: usize) -> bool {
         // Ordering: Relaxed — only feeds the CAS.
         let mut word = Word(self.state.load(Ordering::Relaxed));
         let new = loop {
@@ -797,9 +1001,12 @@ impl Semaphore {
                 Err(actual) => word = Word(actual),
             }
         };
-        if new.has_waiters() && new.available() > 0 {
-            self.release_slow();
-        }
+        new.has_waiters() && new.available() > 0
+    }
+
+    /// Hands free permits to queued waiters and wakes them (after a limit was raised).
+    pub(crate) fn serve_waiters(&self) {
+        self.release_slow();
     }
 
     /// Raises the observed flag, for good: nothing clears it.
@@ -866,20 +1073,20 @@ mod tests {
     fn slab_reuses_slots_and_frees_after_a_storm() {
         let mut queue = Queue::new();
         let wake = || Wake::Task(futures_noop_waker());
-        let keys: Vec<_> = (0..100).map(|_| queue.alloc(SlotState::Queued, wake())).collect();
+        let keys: Vec<_> = (0..100).map(|_| queue.alloc(SlotState::Queued, wake(), None)).collect();
         assert_eq!((queue.live, queue.in_use), (100, 100));
         for key in &keys[..99] {
             queue.unlink(true, key.index);
-            queue.free(*key);
+            drop(queue.free(*key));
         }
         assert_eq!(queue.waiters.head, keys[99].index);
         assert!(queue.slots.capacity() >= 100, "the last waiter keeps the slab");
-        let again = queue.alloc(SlotState::Queued, wake());
+        let again = queue.alloc(SlotState::Queued, wake(), None);
         assert!(again.index < 99, "a freed slot is reused");
         assert_ne!(again, keys[again.index as usize], "with a new generation");
         for key in [keys[99], again] {
             queue.unlink(true, key.index);
-            queue.free(key);
+            drop(queue.free(key));
         }
         assert_eq!((queue.live, queue.in_use, queue.slots.capacity()), (0, 0, 0));
     }

@@ -392,6 +392,10 @@ mod imp {
         threads: Vec<Thread>,
         /// Tasks that registered a waker since the last advance, one entry per task.
         tasks: Vec<std::task::Waker>,
+        /// Deadlines the engine's timer was asked to fire (`crate::timer::schedule`): the
+        /// model clock is the timer, so an advance past one runs the same expiry as the
+        /// timer thread does.
+        timers: Vec<(Instant, std::sync::Weak<crate::state::Waitlist>)>,
     }
 
     // One clock per execution: both checkers reset their lazy statics between executions
@@ -424,11 +428,39 @@ mod imp {
         }
 
         /// Remembers `waker` until the next advance; a task already remembered is not added
-        /// again.
+        /// again. The clone is made, and a redundant one dropped, outside the lock.
         pub(crate) fn register_task(&self, waker: &std::task::Waker) {
+            let sleepers = self.sleepers.lock();
+            if sleepers.tasks.iter().any(|known| known.will_wake(waker)) {
+                return;
+            }
+            drop(sleepers);
+            let clone = waker.clone();
             let mut sleepers = self.sleepers.lock();
-            if !sleepers.tasks.iter().any(|known| known.will_wake(waker)) {
-                sleepers.tasks.push(waker.clone());
+            let redundant = if sleepers.tasks.iter().any(|known| known.will_wake(waker)) {
+                Some(clone)
+            } else {
+                sleepers.tasks.push(clone);
+                None
+            };
+            drop(sleepers);
+            drop(redundant);
+        }
+
+        /// The engine's timer: fire `list`'s expiry once the clock reaches `at`.
+        /// A deadline the clock already passed fires at once, on the caller's thread (which
+        /// holds no lock of ours: the engine schedules after unlocking), as the timer
+        /// thread would fire it at once.
+        pub(crate) fn schedule(&self, at: Instant, list: std::sync::Weak<crate::state::Waitlist>) {
+            let mut sleepers = self.sleepers.lock();
+            let now = self.now();
+            if at > now {
+                sleepers.timers.push((at, list));
+                return;
+            }
+            drop(sleepers);
+            if let Some(list) = list.upgrade() {
+                list.expire(at, now);
             }
         }
 
@@ -455,10 +487,21 @@ mod imp {
                 thread.unpark();
             }
             let tasks = core::mem::take(&mut sleepers.tasks);
+            let now = self.now();
+            let (due, later) = core::mem::take(&mut sleepers.timers)
+                .into_iter()
+                .partition::<Vec<_>, _>(|(at, _)| *at <= now);
+            sleepers.timers = later;
             drop(sleepers);
-            // Outside the lock: a woken task may run at once and register again.
+            // Outside the lock: a woken task may run at once and register again, and an
+            // expiry may arm the timer again.
             for waker in tasks {
                 waker.wake();
+            }
+            for (at, list) in due {
+                if let Some(list) = list.upgrade() {
+                    list.expire(at, now);
+                }
             }
         }
     }

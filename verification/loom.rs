@@ -52,6 +52,12 @@ mod rt {
 #[path = "scenarios.rs"]
 mod scenarios;
 
+#[path = "hostile_waker.rs"]
+mod hostile_waker;
+
+#[path = "scenarios_reentrant.rs"]
+mod scenarios_reentrant;
+
 /// Explores `f` exhaustively within the preemption bound `LOOM_MAX_PREEMPTIONS` (3 if
 /// unset; never unbounded).
 fn run_model(name: &str, f: impl Fn() + Sync + Send + 'static) {
@@ -346,4 +352,70 @@ fn keyed_new_keys_racing_in_two_shards_keep_max_keys() {
     run_model("keyed_new_keys_racing_in_two_shards_keep_max_keys", || {
         scenarios::keyed_new_keys_racing_in_two_shards_keep_max_keys()
     });
+}
+
+// --- Foreign code under no lock, and the engine's deadline timer --------------------------
+// (verification/scenarios_reentrant.rs)
+
+#[test]
+fn release_permits_at_drop_racing_reentry() {
+    run_model("release_permits_at_drop_racing_reentry", || {
+        scenarios_reentrant::release_permits_at_drop_racing_reentry()
+    });
+}
+
+#[test]
+fn hostile_waker_on_grant() {
+    run_model("hostile_waker_on_grant", || {
+        scenarios_reentrant::hostile_waker_on_queue_path(scenarios_reentrant::Path::Grant)
+    });
+}
+
+#[test]
+fn hostile_waker_on_withdraw() {
+    run_model("hostile_waker_on_withdraw", || {
+        scenarios_reentrant::hostile_waker_on_queue_path(scenarios_reentrant::Path::Withdraw)
+    });
+}
+
+#[test]
+fn hostile_waker_on_deadline() {
+    run_model("hostile_waker_on_deadline", || {
+        scenarios_reentrant::hostile_waker_on_queue_path(scenarios_reentrant::Path::Deadline)
+    });
+}
+
+#[test]
+fn hostile_waker_on_close() {
+    run_model("hostile_waker_on_close", || {
+        scenarios_reentrant::hostile_waker_on_queue_path(scenarios_reentrant::Path::Close)
+    });
+}
+
+#[test]
+fn hostile_waker_on_drain() {
+    run_model("hostile_waker_on_drain", scenarios_reentrant::hostile_waker_on_drain);
+}
+
+#[test]
+fn engine_deadline_racing_release() {
+    run_model("engine_deadline_racing_release", || {
+        scenarios_reentrant::engine_deadline_racing_release(1)
+    });
+}
+
+#[test]
+fn engine_deadline_out_of_queue_order() {
+    run_model(
+        "engine_deadline_out_of_queue_order",
+        scenarios_reentrant::engine_deadline_out_of_queue_order,
+    );
+}
+
+#[test]
+fn listener_reenters_on_every_event() {
+    run_model(
+        "listener_reenters_on_every_event",
+        scenarios_reentrant::listener_reenters_on_every_event,
+    );
 }

@@ -64,6 +64,12 @@ mod rt {
 #[path = "scenarios.rs"]
 mod scenarios;
 
+#[path = "hostile_waker.rs"]
+mod hostile_waker;
+
+#[path = "scenarios_reentrant.rs"]
+mod scenarios_reentrant;
+
 fn env_usize(key: &str, default: usize) -> usize {
     match std::env::var(key) {
         Ok(value) => value.parse().unwrap_or_else(|_| panic!("{key}={value} is not a number")),
@@ -228,6 +234,22 @@ scenarios! {
         crate::scenarios::listener_removed_while_calls_emit_hears_nothing_after(3, 3);
     keyed_five_callers_through_a_total_of_two => crate::scenarios::keyed_refusal_holds_no_slot(5, 2);
     keyed_waits_never_deadlock_with_a_second_key => crate::scenarios::keyed_waits_never_deadlock(true);
+    // Foreign code under no lock, and the engine's deadline timer.
+    release_permits_at_drop_racing_reentry =>
+        crate::scenarios_reentrant::release_permits_at_drop_racing_reentry();
+    hostile_waker_on_grant =>
+        crate::scenarios_reentrant::hostile_waker_on_queue_path(crate::scenarios_reentrant::Path::Grant);
+    hostile_waker_on_withdraw =>
+        crate::scenarios_reentrant::hostile_waker_on_queue_path(crate::scenarios_reentrant::Path::Withdraw);
+    hostile_waker_on_deadline =>
+        crate::scenarios_reentrant::hostile_waker_on_queue_path(crate::scenarios_reentrant::Path::Deadline);
+    hostile_waker_on_close =>
+        crate::scenarios_reentrant::hostile_waker_on_queue_path(crate::scenarios_reentrant::Path::Close);
+    hostile_waker_on_drain => crate::scenarios_reentrant::hostile_waker_on_drain();
+    engine_deadline_racing_release => crate::scenarios_reentrant::engine_deadline_racing_release(1);
+    engine_deadline_racing_release_three => crate::scenarios_reentrant::engine_deadline_racing_release(3);
+    engine_deadline_out_of_queue_order => crate::scenarios_reentrant::engine_deadline_out_of_queue_order();
+    listener_reenters_on_every_event => crate::scenarios_reentrant::listener_reenters_on_every_event();
 }
 
 /// Replays one schedule printed by a failing run. Ignored unless asked for:

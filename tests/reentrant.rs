@@ -1,0 +1,292 @@
+//! Foreign code never runs under a lock of ours: wakers and listeners that re-enter the
+//! bulkhead (acquire, release, close, change_config, metrics, drain) from `clone`, `wake`
+//! and `drop`, on every queue path: re-poll with a new waker, withdraw on drop, deadline,
+//! grant, close, drain. Each would deadlock if the engine ran them under its queue lock (or
+//! the config lock); each test runs under a generous hang guard.
+//!
+//! The loom and shuttle twins are in `verification/scenarios_reentrant.rs`.
+
+#[path = "../verification/hostile_waker.rs"]
+mod hostile_waker;
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Weak};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bulkhead::{Bulkhead, BulkheadConfig, OwnedPermit, RejectReason};
+use futures::task::noop_waker;
+use hostile_waker::{hostile_waker, Op};
+
+thread_local! {
+    /// Re-entry depth on this thread: a hook that re-enters runs its calls once, not again
+    /// from the wakes those calls cause.
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Every public operation of `bulkhead` that takes or may take one of its locks, once.
+fn reenter(bulkhead: &Bulkhead, close: bool) {
+    if DEPTH.with(Cell::get) > 0 {
+        return;
+    }
+    DEPTH.with(|d| d.set(1));
+    // Acquire and release, fast path or refusal.
+    drop(bulkhead.try_acquire());
+    // The blocking slow path: queues (the queue lock), parks a microsecond, withdraws.
+    drop(bulkhead.acquire_timeout(Duration::from_micros(1)));
+    // The async slow path: queues with another waker, then withdraws on drop.
+    {
+        let noop = noop_waker();
+        let mut acquire = pin!(bulkhead.acquire_async());
+        drop(acquire.as_mut().poll(&mut Context::from_waker(&noop)));
+    }
+    // The config lock, and a limit change that may serve waiters.
+    bulkhead.change_config(bulkhead.config());
+    let metrics = bulkhead.metrics();
+    assert!(metrics.max_allowed_concurrent_calls() >= 1);
+    let _ = bulkhead.wait_drained(Duration::ZERO);
+    if close {
+        bulkhead.close();
+    }
+    DEPTH.with(|d| d.set(0));
+}
+
+/// A hook that re-enters `bulkhead` (if it is still alive) on every operation, and counts;
+/// with `close_on`, it also closes the bulkhead when the waker does that operation.
+fn hook(
+    bulkhead: &Arc<Bulkhead>,
+    close_on: Option<Op>,
+    ops: &Arc<AtomicUsize>,
+) -> impl Fn(Op) + Send + Sync + 'static {
+    let weak: Weak<Bulkhead> = Arc::downgrade(bulkhead);
+    let ops = Arc::clone(ops);
+    move |op| {
+        ops.fetch_add(1, Ordering::Relaxed);
+        if let Some(bulkhead) = weak.upgrade() {
+            reenter(&bulkhead, close_on == Some(op));
+        }
+    }
+}
+
+fn bulkhead(limit: usize, wait: Duration) -> Arc<Bulkhead> {
+    let config = BulkheadConfig::builder()
+        .max_concurrent_calls(limit)
+        .max_wait_duration(wait)
+        .build()
+        .expect("valid config");
+    Arc::new(Bulkhead::new("reentrant", config))
+}
+
+/// Runs `f` on a thread and fails if it has not finished within 30 s (a deadlock).
+fn hang_guard(name: &str, f: impl FnOnce() + Send + 'static) {
+    let (done, finished) = mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        f();
+        let _ = done.send(());
+    });
+    match finished.recv_timeout(Duration::from_secs(30)) {
+        Ok(()) => worker.join().expect("scenario thread"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            // The scenario panicked: report its panic.
+            if let Err(panic) = worker.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{name}: deadlocked (30 s)"),
+    }
+}
+
+/// Nothing in flight, nobody queued, every permit back.
+fn assert_quiescent(bulkhead: &Bulkhead, limit: usize) {
+    let metrics = bulkhead.metrics();
+    assert_eq!(metrics.available_concurrent_calls(), limit, "a permit was lost or duplicated");
+    assert_eq!(metrics.in_flight_calls(), 0);
+    assert_eq!(metrics.waiting_calls(), 0);
+}
+
+/// Polls `fut` once with `waker`.
+fn poll_with<F: Future>(fut: Pin<&mut F>, waker: &Waker) -> Poll<F::Output> {
+    fut.poll(&mut Context::from_waker(waker))
+}
+
+/// tokio's `release_permits_at_drop` (batch semaphore), ported: the waker a queued future
+/// was polled with owns a permit of the same bulkhead; the future is re-polled with a new
+/// waker, so the old one is dropped, releasing its permit, which must reach the future.
+/// Before the fix the drop ran under the queue lock and the release took it again: a hang.
+#[test]
+fn release_permits_at_drop() {
+    hang_guard("release_permits_at_drop", || {
+        let bulkhead = bulkhead(1, Duration::MAX);
+        let held: OwnedPermit = bulkhead.try_acquire_owned().expect("one permit");
+        let mut acquire = Box::pin(bulkhead.acquire_async());
+        {
+            // The permit is captured by the hook: it is released when the last reference to
+            // the waker goes.
+            let waker = hostile_waker(
+                move |_| {
+                    let _ = &held;
+                },
+                None,
+            );
+            assert!(poll_with(acquire.as_mut(), &waker).is_pending());
+            // The queue's clone of `waker` is now the last owner of the permit.
+        }
+        let permit = match poll_with(acquire.as_mut(), &noop_waker()) {
+            Poll::Ready(result) => result.expect("the permit the old waker released"),
+            Poll::Pending => panic!("the released permit did not reach the re-polled future"),
+        };
+        drop(permit);
+        drop(acquire);
+        assert_quiescent(&bulkhead, 1);
+    });
+}
+
+/// Re-poll with a new waker (the old one is dropped by the queue), then a grant (the new
+/// one is woken by the releaser), every waker re-entering the bulkhead on every operation.
+#[test]
+fn repoll_and_grant_with_reentrant_wakers() {
+    hang_guard("repoll_and_grant", || {
+        let bulkhead = bulkhead(1, Duration::MAX);
+        let ops = Arc::new(AtomicUsize::new(0));
+        let held = bulkhead.try_acquire_owned().expect("one permit");
+        let mut acquire = Box::pin(bulkhead.acquire_async());
+        for _ in 0..3 {
+            let waker = hostile_waker(hook(&bulkhead, None, &ops), None);
+            assert!(poll_with(acquire.as_mut(), &waker).is_pending());
+        }
+        // The grant: the releaser wakes the registered hostile waker after unlocking.
+        let releaser = std::thread::spawn(move || drop(held));
+        releaser.join().expect("releaser");
+        let permit = loop {
+            let waker = hostile_waker(hook(&bulkhead, None, &ops), None);
+            if let Poll::Ready(result) = poll_with(acquire.as_mut(), &waker) {
+                break result.expect("granted");
+            }
+        };
+        drop(permit);
+        drop(acquire);
+        assert!(ops.load(Ordering::Relaxed) >= 6, "the hostile wakers were cloned and dropped");
+        assert_quiescent(&bulkhead, 1);
+    });
+}
+
+/// A queued future dropped: its slot's waker is dropped on the way out, after unlocking.
+#[test]
+fn withdraw_on_drop_with_reentrant_waker() {
+    hang_guard("withdraw_on_drop", || {
+        let bulkhead = bulkhead(1, Duration::MAX);
+        let ops = Arc::new(AtomicUsize::new(0));
+        let held = bulkhead.try_acquire().expect("one permit");
+        {
+            let mut acquire = Box::pin(bulkhead.acquire_async());
+            let waker = hostile_waker(hook(&bulkhead, None, &ops), None);
+            assert!(poll_with(acquire.as_mut(), &waker).is_pending());
+            drop(waker);
+            assert_eq!(bulkhead.metrics().waiting_calls(), 1);
+        }
+        assert!(ops.load(Ordering::Relaxed) >= 2);
+        drop(held);
+        assert_quiescent(&bulkhead, 1);
+    });
+}
+
+/// The deadline: the bulkhead's timer withdraws the waiter and wakes its hostile waker (on
+/// the timer thread), which re-enters the bulkhead. No tokio runtime anywhere.
+#[test]
+fn deadline_with_reentrant_waker() {
+    hang_guard("deadline", || {
+        let bulkhead = bulkhead(1, Duration::from_millis(20));
+        let ops = Arc::new(AtomicUsize::new(0));
+        let held = bulkhead.try_acquire().expect("one permit");
+        let result = futures::executor::block_on(async {
+            let mut acquire = pin!(bulkhead.acquire_async());
+            std::future::poll_fn(|cx| {
+                let waker = hostile_waker(hook(&bulkhead, None, &ops), Some(cx.waker().clone()));
+                poll_with(acquire.as_mut(), &waker)
+            })
+            .await
+        });
+        let err = result.expect_err("nobody released: the wait times out");
+        assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+        assert!(err.waited() >= Duration::from_millis(20));
+        drop(held);
+        assert_quiescent(&bulkhead, 1);
+    });
+}
+
+/// Close: every queued waiter is refused and its hostile waker woken after unlocking; the
+/// hook closes again (a no-op) and re-enters everything else.
+#[test]
+fn close_with_reentrant_wakers() {
+    hang_guard("close", || {
+        let bulkhead = bulkhead(1, Duration::MAX);
+        let ops = Arc::new(AtomicUsize::new(0));
+        let held = bulkhead.try_acquire().expect("one permit");
+        let mut first = Box::pin(bulkhead.acquire_async());
+        let mut second = Box::pin(bulkhead.acquire_async());
+        let waker = hostile_waker(hook(&bulkhead, Some(Op::Wake), &ops), None);
+        assert!(poll_with(first.as_mut(), &waker).is_pending());
+        assert!(poll_with(second.as_mut(), &waker).is_pending());
+        drop(waker);
+        assert!(bulkhead.close());
+        for acquire in [first.as_mut(), second.as_mut()] {
+            match poll_with(acquire, &noop_waker()) {
+                Poll::Ready(Err(err)) => assert_eq!(err.reason(), RejectReason::Closed),
+                other => panic!("a queued waiter was not refused by close: {other:?}"),
+            }
+        }
+        drop(held);
+        assert!(bulkhead.wait_drained(Duration::from_secs(10)));
+    });
+}
+
+/// Drain: a `drained()` future with a hostile waker, completed by the last release.
+#[test]
+fn drain_with_reentrant_waker() {
+    hang_guard("drain", || {
+        let bulkhead = bulkhead(2, Duration::MAX);
+        let ops = Arc::new(AtomicUsize::new(0));
+        let held = bulkhead.try_acquire_owned().expect("a permit");
+        let mut drained = Box::pin(bulkhead.drained());
+        let waker = hostile_waker(hook(&bulkhead, Some(Op::Clone), &ops), None);
+        assert!(poll_with(drained.as_mut(), &waker).is_pending());
+        let waker = hostile_waker(hook(&bulkhead, Some(Op::Wake), &ops), None);
+        assert!(
+            poll_with(drained.as_mut(), &waker).is_pending(),
+            "a hook closed it, one in flight"
+        );
+        drop(waker);
+        std::thread::spawn(move || drop(held)).join().expect("releaser");
+        assert!(poll_with(drained.as_mut(), &noop_waker()).is_ready());
+        assert_eq!(bulkhead.metrics().in_flight_calls(), 0);
+    });
+}
+
+/// A listener that re-enters the bulkhead on every event (which emits more events: the
+/// depth guard stops the recursion, not a lock).
+#[test]
+fn listener_reenters_on_every_event() {
+    hang_guard("listener", || {
+        let bulkhead = bulkhead(1, Duration::from_millis(5));
+        let heard = Arc::new(AtomicUsize::new(0));
+        let weak = Arc::downgrade(&bulkhead);
+        let count = Arc::clone(&heard);
+        let _handle = bulkhead.on_event(move |_event| {
+            count.fetch_add(1, Ordering::Relaxed);
+            if let Some(bulkhead) = weak.upgrade() {
+                reenter(&bulkhead, false);
+            }
+        });
+        let held = bulkhead.try_acquire().expect("one permit");
+        assert!(bulkhead.try_acquire().is_err());
+        let timed_out = futures::executor::block_on(bulkhead.acquire_async());
+        assert_eq!(timed_out.expect_err("full").reason(), RejectReason::WaitTimedOut);
+        drop(held);
+        drop(bulkhead.acquire_timeout(Duration::from_millis(5)).expect("free"));
+        assert!(heard.load(Ordering::Relaxed) >= 4);
+        assert_quiescent(&bulkhead, 1);
+    });
+}
