@@ -321,21 +321,18 @@ impl Bulkhead {
         }
     }
 
-    /// Waits asynchronously for a permit, up to the configured `max_wait_duration`.
+    /// Waits asynchronously for a permit, up to the configured `max_wait_duration`, on any
+    /// executor (tokio, smol, `futures::executor::block_on`, your own), with or without the
+    /// `tokio` feature.
     ///
-    /// With the `tokio` feature (on by default) the wait is bounded by tokio's timer when the
-    /// future is polled inside a tokio runtime with time enabled. Elsewhere, or without the
-    /// feature, the deadline is checked whenever the future is polled; to bound the wait by
-    /// your runtime's timer, use [`acquire_async_with_sleep`](Self::acquire_async_with_sleep).
-    ///
-    /// Polled inside a tokio runtime built without its time driver (no `enable_time`), a wait
-    /// that needs the timer makes tokio panic, as `tokio::time::sleep` does there; use
-    /// [`acquire_async_with_sleep`](Self::acquire_async_with_sleep) in such a runtime.
-    ///
-    /// An async wait ends no earlier than the max wait, and as late as the timer's resolution
-    /// makes it: tokio's timer ticks every millisecond, so a 100 µs async wait gives up after
-    /// about 1 ms (measured in `benches/results/latest.md`). Sync waits
-    /// ([`acquire_timeout`](Self::acquire_timeout)) honour sub-millisecond waits.
+    /// The bulkhead keeps the deadline itself: a queued wait stores it in its queue slot, and
+    /// the crate's deadline timer withdraws the waiter when it passes and wakes it (see
+    /// [`bulkhead::timer`](crate::timer): one process-wide thread, started by the first
+    /// bounded wait that queues, parked while nothing waits with a bound; or a timer of your
+    /// own). No timer is armed per waiter. The wait ends no earlier than the max wait and
+    /// late only by the operating system's timed park (tens of microseconds on Linux; see the
+    /// README's waiting section for measured figures), not by a runtime's 1 ms tick. A
+    /// future that is not polled after its wake still holds no place in the queue.
     ///
     /// # Cancel safety
     ///

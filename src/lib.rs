@@ -35,7 +35,7 @@
 //!
 //! | feature | default | what it adds |
 //! |---------|---------|--------------|
-//! | `tokio` | yes     | async waits bounded by tokio's timer; without it, bound them with [`Bulkhead::acquire_async_with_sleep`] |
+//! | `tokio` | no      | a blocking acquire on a thread that drives tokio tasks panics (naming `acquire_async`) instead of stalling the runtime. Async waits need no runtime: the bulkhead keeps their deadlines itself ([`timer`]) |
 //! | `metrics` | no    | `bulkhead::metrics_export`: Resilience4j-named gauges, call counters and a wait-time histogram through the `metrics` facade, read at scrape time |
 //! | `tracing` | no    | `tracing` events (target `bulkhead`) for refused calls (`DEBUG`; `INFO` for a wait that timed out) and waits of 10 ms or more (`DEBUG`), with the bulkhead's name and the reason |
 //! | `tower` | no      | `bulkhead::tower::BulkheadLayer`: a bulkhead for outbound tower clients (hyper, tonic), refusing with a boxed [`BulkheadFull`] |

@@ -290,3 +290,29 @@ fn listener_reenters_on_every_event() {
         assert_quiescent(&bulkhead, 1);
     });
 }
+
+/// A limit raised by `change_config` serves a queued waiter: its hostile waker is woken
+/// after the config lock is released (its hook calls `config` and `change_config`).
+#[test]
+fn grow_with_reentrant_waker() {
+    hang_guard("grow", || {
+        let bulkhead = bulkhead(1, Duration::MAX);
+        let ops = Arc::new(AtomicUsize::new(0));
+        let held = bulkhead.try_acquire().expect("one permit");
+        let mut acquire = Box::pin(bulkhead.acquire_async());
+        let waker = hostile_waker(hook(&bulkhead, None, &ops), None);
+        assert!(poll_with(acquire.as_mut(), &waker).is_pending());
+        drop(waker);
+        let before = ops.load(Ordering::Relaxed);
+        let two = BulkheadConfig::builder().max_concurrent_calls(2).build().expect("valid");
+        bulkhead.change_config(two);
+        assert!(ops.load(Ordering::Relaxed) > before, "the grant woke the hostile waker");
+        match poll_with(acquire.as_mut(), &noop_waker()) {
+            Poll::Ready(Ok(permit)) => drop(permit),
+            other => panic!("the new permit did not reach the queued waiter: {other:?}"),
+        }
+        drop(acquire);
+        drop(held);
+        assert_quiescent(&bulkhead, 2);
+    });
+}

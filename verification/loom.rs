@@ -419,3 +419,24 @@ fn listener_reenters_on_every_event() {
         scenarios_reentrant::listener_reenters_on_every_event,
     );
 }
+
+#[test]
+fn drained_sees_last_call_writes_sync() {
+    run_model("drained_sees_last_call_writes_sync", || {
+        scenarios_reentrant::drained_sees_last_call_writes(false)
+    });
+}
+
+#[test]
+fn drained_sees_last_call_writes_async() {
+    run_model("drained_sees_last_call_writes_async", || {
+        scenarios_reentrant::drained_sees_last_call_writes(true)
+    });
+}
+
+#[test]
+fn close_with_two_queued_waiters_racing_release() {
+    run_model("close_with_two_queued_waiters_racing_release", || {
+        scenarios_reentrant::close_with_queued_waiters_racing_release_grants_none_after(2)
+    });
+}

@@ -94,7 +94,13 @@ MUTANTS=(
     waiter_cap_off_by_one
     withdraw_leaves_slot_linked
     repoll_keeps_stale_waker
-    no_timer_deadline_never_checked
+    timer_never_expires
+    timer_assumes_queue_order
+    waker_dropped_under_lock
+    withdraw_drops_waker_under_lock
+    change_config_wakes_under_config_lock
+    drained_relaxed
+    drain_grants_after_close
     slab_never_shrinks
     close_strands_queued_waiters
     close_clears_waiters_flag
@@ -115,7 +121,7 @@ MUTANTS=(
     keyed_evicts_without_acquire
     keyed_bound_without_reservation
 )
-ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire "
+ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed "
 
 describe() {
     case $1 in
@@ -131,7 +137,13 @@ describe() {
     waiter_cap_off_by_one) echo "max_waiting_calls admits one waiter too many" ;;
     withdraw_leaves_slot_linked) echo "a withdrawal frees its slot without unlinking it from the FIFO" ;;
     repoll_keeps_stale_waker) echo "a re-poll with a different waker keeps the old one (register-then-check broken)" ;;
-    no_timer_deadline_never_checked) echo "a queued future without a timer never checks its deadline" ;;
+    timer_never_expires) echo "the deadline timer fires but never finds a deadline passed" ;;
+    timer_assumes_queue_order) echo "the timer assumes deadlines in queue order after a change_config shortened the wait" ;;
+    waker_dropped_under_lock) echo "a re-poll drops the replaced waker under the queue lock (tokio's release_permits_at_drop)" ;;
+    withdraw_drops_waker_under_lock) echo "a withdrawal drops the slot's waker under the queue lock" ;;
+    change_config_wakes_under_config_lock) echo "change_config serves (wakes) queued waiters while holding the config lock" ;;
+    drained_relaxed) echo "wait_drained reads the drained word Relaxed (no happens-before with the last release)" ;;
+    drain_grants_after_close) echo "a release racing close's wake batches grants a waiter queued before the close" ;;
     slab_never_shrinks) echo "the slab keeps its peak size after a storm (memory never returned)" ;;
     close_strands_queued_waiters) echo "close refuses new calls but leaves queued waiters asleep" ;;
     close_clears_waiters_flag) echo "a drain clears WAITERS after close (releases skip the drain wake-up)" ;;
@@ -162,19 +174,7 @@ apply() {
         }
         prev' '        prev' ;;
     withdraw_ignores_grant)
-        mutate src/state.rs '            SlotState::Granted => Some(Outcome::Granted),
-            SlotState::Closed => Some(Outcome::Closed),
-            SlotState::Drained => Some(Outcome::Drained),
-            SlotState::Free => unreachable!("checked by `Queue::slot`"),
-        };
-        queue.free(key);
-        outcome' '            SlotState::Granted => None,
-            SlotState::Closed => Some(Outcome::Closed),
-            SlotState::Drained => Some(Outcome::Drained),
-            SlotState::Free => unreachable!("checked by `Queue::slot`"),
-        };
-        queue.free(key);
-        outcome' ;;
+        mutate src/state.rs '            SlotState::Granted => Some(Outcome::Granted),' '            SlotState::Granted => None,' ;;
     waiters_flag_cleared_with_waiter_left)
         mutate src/state.rs 'if queue.live == 0 && !self.load().is_closed() {' 'if queue.live <= 1 && !self.load().is_closed() {' ;;
     enqueue_skips_drain_after_flag)
@@ -187,9 +187,9 @@ apply() {
     shrink_revokes_in_flight)
         mutate src/state.rs 'Word::encode(word.available() + delta, limit, flags)' 'Word::encode((word.available() + delta).max(0), limit, flags)' ;;
     grow_does_not_serve_waiters)
-        mutate src/state.rs '        if new.has_waiters() && new.available() > 0 {
-            self.release_slow();
-        }' '' ;;
+        mutate src/state.rs '        new.has_waiters() && new.available() > 0
+    }' '        false
+    }' ;;
     try_acquire_barges)
         mutate src/state.rs 'self.0 & (WAITERS | CLOSED) == 0 && (self.0 as i64) >= ONE_PERMIT as i64' 'self.0 & CLOSED == 0 && (self.0 as i64) >= ONE_PERMIT as i64' ;;
     waiter_cap_off_by_one)
@@ -199,11 +199,33 @@ apply() {
                 queue.unlink(true, key.index);' '            SlotState::Queued => {
                 queue.live -= 1;' ;;
     repoll_keeps_stale_waker)
-        mutate src/state.rs 'wake => *wake = Some(Wake::Task(waker.clone())),' '_ => {}' ;;
-    no_timer_deadline_never_checked)
-        mutate src/future.rs '                sem.clock.now() >= deadline
-            }),' '                sem.clock.now() >= deadline && false
-            }),' ;;
+        mutate src/state.rs 'if matches!(&queue.slot(key).wake, Some(Wake::Task(current)) if current.will_wake(waker)) {' 'if queue.slot(key).wake.is_some() {' ;;
+    timer_never_expires)
+        mutate src/state.rs 'Some(deadline) if deadline <= now => {' 'Some(deadline) if deadline <= now && false => {' ;;
+    timer_assumes_queue_order)
+        mutate src/state.rs '                        self.ordered = false;
+' '' ;;
+    waker_dropped_under_lock)
+        mutate src/state.rs '        let replaced = queue.slot(key).wake.replace(fresh);
+        drop(queue);' '        let replaced = queue.slot(key).wake.replace(fresh);
+        drop(replaced);
+        let replaced: Option<Wake> = None;
+        drop(queue);' ;;
+    withdraw_drops_waker_under_lock)
+        mutate src/state.rs '        let wake = queue.free(key);
+        unlock_then_drop(queue, wake, outcome)' '        drop(queue.free(key));
+        unlock_then_drop(queue, (), outcome)' ;;
+    change_config_wakes_under_config_lock)
+        mutate src/bulkhead.rs '        *current = config;
+        drop(current);' '        *current = config;
+        if serve {
+            self.sem.serve_waiters();
+        }
+        drop(current);' ;;
+    drained_relaxed)
+        mutate src/state.rs 'let word = Word(self.state.load(Ordering::Acquire));' 'let word = Word(self.state.load(Ordering::Relaxed));' ;;
+    drain_grants_after_close)
+        mutate src/state.rs 'if word.available() <= 0 || word.is_closed() {' 'if word.available() <= 0 {' ;;
     slab_never_shrinks)
         mutate src/state.rs 'if self.slots.capacity() > Self::RETAINED_CAPACITY {
                 self.slots = Vec::new();
@@ -228,7 +250,9 @@ apply() {
     close_forgets_waiters_flag)
         mutate src/state.rs 'self.state.fetch_or(CLOSED | WAITERS, Ordering::Relaxed)' 'self.state.fetch_or(CLOSED, Ordering::Relaxed)' ;;
     enqueue_ignores_closed)
-        mutate src/state.rs '            Err(word) if word.is_closed() => return Enqueued::Closed,
+        mutate src/state.rs '            Err(word) if word.is_closed() => {
+                return unlock_then_drop(queue, wake, Enqueued::Closed);
+            }
 ' '' ;;
     drain_forgets_drainers)
         mutate src/state.rs '                    match queue.pop_front(false, SlotState::Drained) {
@@ -263,7 +287,7 @@ apply() {
             Err(KeyedFull::Total(refused))' ;;
     keyed_sync_takes_total_before_key)
         mutate src/keyed.rs '        let key_permit = bulkhead.acquire_owned().map_err(KeyedFull::Key)?;
-        let total = self.total.as_ref().map(Bulkhead::acquire);' '        let total = self.total.as_ref().map(Bulkhead::acquire);
+        let total = self.total.as_deref().map(Bulkhead::acquire);' '        let total = self.total.as_deref().map(Bulkhead::acquire);
         let key_permit = bulkhead.acquire_owned().map_err(KeyedFull::Key)?;' ;;
     keyed_evicts_by_metrics)
         mutate src/keyed.rs '    Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()' '    bulkhead.sem().is_idle_acquire()' ;;
@@ -300,7 +324,7 @@ suite_command() {
     model)
         echo "env CARGO_TARGET_DIR=$PLAIN_TARGET RUSTFLAGS= cargo test --test reference_model" ;;
     tests)
-        echo "env CARGO_TARGET_DIR=$PLAIN_TARGET RUSTFLAGS= cargo test --lib $(integration_tests)" ;;
+        echo "env CARGO_TARGET_DIR=$PLAIN_TARGET RUSTFLAGS= cargo test --features tokio --lib $(integration_tests)" ;;
     esac
 }
 

@@ -308,3 +308,79 @@ pub fn listener_reenters_on_every_event() {
     assert!(heard.load(SeqCst) >= 2);
     assert_quiescent(&bulkhead, 1);
 }
+
+/// `wait_drained` / `drained` answer "drained": the caller must then see every write of the
+/// calls that finished (happens-before with the last release). The last holder writes with
+/// a Relaxed store (no synchronization of its own, like a plain write under loom), releases,
+/// and the main thread reads after the drain wait returns. A drain check that reads the
+/// state word Relaxed lets loom return a word that already counts the release, with no
+/// edge to it: the read sees 0.
+pub fn drained_sees_last_call_writes(async_drain: bool) {
+    let bulkhead = bulkhead("drained_sees_writes", 1, Duration::MAX);
+    let data = Arc::new(AtomicUsize::new(0));
+    let held = bulkhead.try_acquire_owned().expect("free");
+    let worker = {
+        let data = Arc::clone(&data);
+        rt::spawn(move || {
+            data.store(1, core::sync::atomic::Ordering::Relaxed);
+            drop(held);
+        })
+    };
+    bulkhead.close();
+    if async_drain {
+        rt::block_on(bulkhead.drained());
+    } else {
+        assert!(bulkhead.wait_drained(Duration::MAX));
+    }
+    assert_eq!(
+        data.load(core::sync::atomic::Ordering::Relaxed),
+        1,
+        "drained, but the last call's write is not visible"
+    );
+    join(worker);
+}
+
+/// `close` with `waiters` queued (it refuses them in batches, unlocking to wake between
+/// batches) races the release of the held permit. A release that comes before the close
+/// grants the oldest waiter; one that comes during or after it grants nobody. So once a
+/// waiter is refused with `Closed`, no waiter queued behind it may be granted.
+pub fn close_with_queued_waiters_racing_release_grants_none_after(waiters: usize) {
+    let bulkhead = bulkhead("close_batches", 1, Duration::MAX);
+    let held = bulkhead.try_acquire_owned().expect("free");
+    let granted = Arc::new(AtomicUsize::new(0));
+    let occupancy = Occupancy::new(1);
+    occupancy.work();
+    let tasks: Vec<_> = (0..waiters)
+        .map(|_| {
+            let mut acquire = Box::pin(bulkhead.acquire_owned_async());
+            let noop = futures::task::noop_waker();
+            assert!(acquire.as_mut().poll(&mut Context::from_waker(&noop)).is_pending());
+            let (occupancy, granted) = (Arc::clone(&occupancy), Arc::clone(&granted));
+            rt::spawn(move || match rt::block_on(acquire) {
+                Ok(permit) => {
+                    occupancy.work();
+                    granted.fetch_add(1, SeqCst);
+                    drop(permit);
+                    true
+                }
+                Err(err) => {
+                    assert_eq!(err.reason(), RejectReason::Closed, "{err}");
+                    false
+                }
+            })
+        })
+        .collect();
+    let releaser = rt::spawn(move || drop(held));
+    bulkhead.close();
+    let results: Vec<bool> = tasks.into_iter().map(join).collect();
+    join(releaser);
+    if let Some(refused) = results.iter().position(|granted| !granted) {
+        assert!(
+            results[refused..].iter().all(|granted| !granted),
+            "a waiter queued behind one refused by close was granted: {results:?}"
+        );
+    }
+    assert!(granted.load(SeqCst) <= 1);
+    occupancy.check(1 + granted.load(SeqCst));
+    assert!(bulkhead.wait_drained(Duration::ZERO) || bulkhead.metrics().in_flight_calls() == 0);
+}

@@ -250,6 +250,10 @@ scenarios! {
     engine_deadline_racing_release_three => crate::scenarios_reentrant::engine_deadline_racing_release(3);
     engine_deadline_out_of_queue_order => crate::scenarios_reentrant::engine_deadline_out_of_queue_order();
     listener_reenters_on_every_event => crate::scenarios_reentrant::listener_reenters_on_every_event();
+    drained_sees_last_call_writes_sync => crate::scenarios_reentrant::drained_sees_last_call_writes(false);
+    drained_sees_last_call_writes_async => crate::scenarios_reentrant::drained_sees_last_call_writes(true);
+    close_with_three_queued_waiters_racing_release =>
+        crate::scenarios_reentrant::close_with_queued_waiters_racing_release_grants_none_after(3);
 }
 
 /// Replays one schedule printed by a failing run. Ignored unless asked for:
