@@ -784,10 +784,17 @@ impl BulkheadRegistry {
     /// The style guide's rules are not applied here; run `bulkhead-check` or
     /// [`ConfigFile::check`](crate::file::ConfigFile::check) in CI for those.
     ///
+    /// Nothing falls back to the defaults in silence: a file without a
+    /// `resilience4j.bulkhead` section is an error (see [`Loader`](crate::file::Loader) to
+    /// allow one), and a name asked for that the file does not define is reported
+    /// ([`undefined_names`](Self::undefined_names)) or, in a [strict](Self::strict)
+    /// registry, refused by [`try_bulkhead`](Self::try_bulkhead).
+    ///
     /// # Errors
     ///
-    /// [`FileError`](crate::file::FileError): unreadable file, unknown extension, syntax
-    /// error, or every settings error found.
+    /// [`FileError`](crate::file::FileError), naming the file: unreadable file, unknown
+    /// extension, syntax error, a missing (or misspelt) `resilience4j.bulkhead` section, or
+    /// every settings error found.
     ///
     /// ```no_run
     /// let registry = bulkhead::BulkheadRegistry::from_file("application.yml")?;

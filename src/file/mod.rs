@@ -56,6 +56,13 @@
 //! `base-config` naming no config. All errors are collected, not just the first
 //! ([`FileError::Invalid`]). Nothing in a file, however malformed, makes the loader panic.
 //!
+//! Nothing falls back to the defaults in silence: a file without a `resilience4j.bulkhead`
+//! section (an empty file included) is an error unless it says `resilience4j.bulkhead: {}`
+//! or is read with [`Loader::allow_missing_section`]; a near-miss of the key
+//! (`resilience4j.bulkheads`) is an error naming it; `max-concurrent-calls: 0` is a
+//! [`Warning`] naming the instance. An error from a file read by path names the file once
+//! ([`FileError::path`]).
+//!
 //! # Examples
 //!
 //! ```
