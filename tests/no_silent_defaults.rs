@@ -156,6 +156,12 @@ fn a_near_miss_of_the_section_is_named_with_the_right_key() {
     .unwrap_err();
     let keys: Vec<&str> = err.errors().iter().map(|e| e.key()).collect();
     assert_eq!(keys, ["resilience4j.bulkheads"]);
+    // But a root-level `bulkhead` key beside the real section is the application's own.
+    let file = ConfigFile::from_yaml_str(
+        "bulkhead.enabled: true\nresilience4j.bulkhead.instances.bank: {}\n",
+    )
+    .unwrap();
+    assert_eq!(file.instances().len(), 1);
     // And opting in to a missing section does not let a near-miss through.
     let err = Loader::new()
         .allow_missing_section(true)

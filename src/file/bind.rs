@@ -312,6 +312,11 @@ impl Binder {
     fn section_errors(&mut self, text: &str, format: Format, allow_missing_section: bool) {
         let defaults = "every bulkhead would silently get the built-in defaults";
         for (path, inner) in core::mem::take(&mut self.near_misses) {
+            // `bulkhead:` at the root beside a real section is likely the application's
+            // own key; under `resilience4j` a second bulkhead-like section is a typo.
+            if self.has_section && !path.contains('.') {
+                continue;
+            }
             let value = inner.map_or_else(|| "{}".to_owned(), |k| format!("{{{k}: ...}}"));
             let problem = format!(
                 "is not a section this crate reads (did you mean {SECTION}?): without \

@@ -900,8 +900,9 @@ impl Report {
 ///   bulkhead settings on purpose says so (`resilience4j.bulkhead: {}`, in TOML
 ///   `[resilience4j.bulkhead]`), or the caller opts in with
 ///   [`allow_missing_section`](Self::allow_missing_section). A near-miss of the key
-///   (`resilience4j.bulkheads`, `resilience4j.bulkhed`, `bulkhead` at the root) is an error
-///   either way, naming it and suggesting `resilience4j.bulkhead`.
+///   (`resilience4j.bulkheads`, `resilience4j.bulkhed`, `bulkhead` at the root of a file
+///   without the section) is an error either way, naming it and suggesting
+///   `resilience4j.bulkhead`.
 /// - [`format`](Self::format) reads a file in a format other than its extension's.
 /// - Every error from a file read by path names the file, once ([`FileError::path`]).
 ///
