@@ -223,6 +223,8 @@ pub struct ConfigError {
     key: String,
     value: String,
     problem: String,
+    /// The file it was read from, when it was read from one (feature `serde`).
+    file: Option<std::path::PathBuf>,
 }
 
 impl ConfigError {
@@ -232,7 +234,21 @@ impl ConfigError {
         value: impl Into<String>,
         problem: impl Into<String>,
     ) -> Self {
-        ConfigError { key: key.into(), value: value.into(), problem: problem.into() }
+        ConfigError { key: key.into(), value: value.into(), problem: problem.into(), file: None }
+    }
+
+    /// The same error, read from `file` (its message then starts with the file's name).
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    pub(crate) fn in_file(mut self, file: &std::path::Path) -> Self {
+        self.file = Some(file.to_path_buf());
+        self
+    }
+
+    /// The file the key was read from, when the error comes from a file loaded by path
+    /// (`BulkheadRegistry::from_file`, `ConfigFile::from_path`); its message then starts
+    /// with the file's name.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        self.file.as_deref()
     }
 
     /// The offending key (a path such as `resilience4j.bulkhead.instances.x.max-wait-duration`
@@ -254,6 +270,9 @@ impl ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(file) = &self.file {
+            write!(f, "{}: ", file.display())?;
+        }
         write!(f, "{}: {} {}", self.key, self.value, self.problem)
     }
 }

@@ -46,10 +46,16 @@
 //!
 //! ```
 //! use std::sync::Arc;
+//! use bulkhead::metrics_export::{WAIT_BUCKETS, WAIT_DURATION};
 //! use bulkhead::{Bulkhead, BulkheadConfig};
-//! use metrics_exporter_prometheus::PrometheusBuilder;
+//! use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 //!
-//! let recorder = PrometheusBuilder::new().build_recorder();
+//! // Buckets for the wait histogram (see WAIT_BUCKETS); without them it renders as a summary.
+//! let mut buckets = vec![0.0];
+//! buckets.extend_from_slice(WAIT_BUCKETS);
+//! let recorder = PrometheusBuilder::new()
+//!     .set_buckets_for_metric(Matcher::Full(WAIT_DURATION.to_owned()), &buckets)?
+//!     .build_recorder();
 //! let handle = recorder.handle();
 //! // An application installs the recorder globally (`metrics::set_global_recorder`);
 //! // a local one keeps this example self-contained.
@@ -66,7 +72,10 @@
 //! let text = handle.render();
 //! assert!(text.contains(r#"resilience4j_bulkhead_available_concurrent_calls{name="bank"} 16"#));
 //! assert!(text.contains(r#"bulkhead_calls_permitted_total{name="bank"} 1"#));
-//! # Ok::<(), bulkhead::BulkheadFull>(())
+//! assert!(text.contains(
+//!     r#"bulkhead_wait_duration_seconds_bucket{name="bank",outcome="permitted",le="0"} 1"#
+//! ));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use core::future::Future;

@@ -58,6 +58,18 @@ pub struct BulkheadRegistry {
     default_config: BulkheadConfig,
     registry_tags: BTreeMap<String, String>,
     pub(crate) inner: RwLock<Inner>,
+    /// Set when the registry was built from a configuration file.
+    source: Option<FileSource>,
+}
+
+/// The file a registry was built from: which names it defines, and whether asking for
+/// another one is an error ([`BulkheadRegistry::strict`]).
+#[derive(Debug)]
+struct FileSource {
+    /// The file's path as given, or "the configuration text".
+    label: String,
+    defined: std::collections::BTreeSet<String>,
+    strict: bool,
 }
 
 #[derive(Default)]
@@ -67,6 +79,9 @@ pub(crate) struct Inner {
     entries: BTreeMap<String, Entry>,
     /// Keyed bulkheads, by name (a namespace of their own): src/keyed_registry.rs.
     pub(crate) keyed: BTreeMap<String, Arc<dyn crate::keyed_registry::AnyKeyed>>,
+    /// Names a file-backed registry handed out with the default configuration although
+    /// its file does not define them, in the order asked.
+    undefined: Vec<String>,
 }
 
 struct Entry {
@@ -111,6 +126,14 @@ pub enum RegistryError {
     },
     /// A keyed bulkhead's builder refused its configuration ([`BulkheadRegistry::keyed_with`]).
     Config(crate::ConfigError),
+    /// A [strict](BulkheadRegistry::strict) registry built from a configuration file was
+    /// asked ([`BulkheadRegistry::try_bulkhead`]) for a bulkhead its file does not define.
+    NotInFile {
+        /// The name asked for.
+        name: String,
+        /// The file (its path as given), or "the configuration text".
+        file: String,
+    },
 }
 
 impl fmt::Display for RegistryError {
@@ -129,6 +152,11 @@ impl fmt::Display for RegistryError {
                  not {requested}"
             ),
             RegistryError::Config(err) => write!(f, "{err}"),
+            RegistryError::NotInFile { name, file } => write!(
+                f,
+                "no bulkhead '{name}' in {file} (resilience4j.bulkhead.instances.{name}): the \
+                 registry is strict, so it does not create one with the default configuration"
+            ),
         }
     }
 }
@@ -163,6 +191,7 @@ impl BulkheadRegistry {
             default_config,
             registry_tags: BTreeMap::new(),
             inner: RwLock::new(Inner::default()),
+            source: None,
         }
     }
 
@@ -298,8 +327,106 @@ impl BulkheadRegistry {
     /// assert!(Arc::ptr_eq(&a, &b));
     /// assert_eq!(a.config().max_concurrent_calls(), 25);
     /// ```
+    ///
+    /// A registry built from a configuration file ([`from_file`](Self::from_file)) that is
+    /// asked for a name its file does not define still creates it with the default
+    /// configuration, and says so: the name is listed by
+    /// [`undefined_names`](Self::undefined_names) and, with the `tracing` feature, logged
+    /// at WARN (target `bulkhead`). To make it an error, use a [strict](Self::strict)
+    /// registry and [`try_bulkhead`](Self::try_bulkhead).
     pub fn bulkhead(&self, name: &str) -> Arc<Bulkhead> {
-        self.get_or_create(name, || (self.default_config(), BTreeMap::new()))
+        self.get_or_create(name, true, || (self.default_config(), BTreeMap::new()))
+    }
+
+    /// The bulkhead `name`, as [`bulkhead`](Self::bulkhead) gives it, except that a
+    /// [strict](Self::strict) registry built from a file refuses a name its file does not
+    /// define (Spring's strict binding). Every other registry behaves as `bulkhead`.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NotInFile`], naming the bulkhead and the file.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[cfg(feature = "serde")] {
+    /// use bulkhead::{BulkheadRegistry, RegistryError};
+    /// let registry = BulkheadRegistry::from_yaml_str("resilience4j.bulkhead.instances.bank: {}")?.strict();
+    /// assert_eq!(registry.try_bulkhead("bank")?.name(), "bank");
+    /// let err = registry.try_bulkhead("bnak").unwrap_err();
+    /// assert!(matches!(&err, RegistryError::NotInFile { name, .. } if name == "bnak"));
+    /// assert!(registry.find("bnak").is_none()); // nothing was created
+    /// # }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_bulkhead(&self, name: &str) -> Result<Arc<Bulkhead>, RegistryError> {
+        if let Some(bulkhead) = self.find(name) {
+            return Ok(bulkhead);
+        }
+        match &self.source {
+            Some(source) if source.strict && !source.defined.contains(name) => {
+                Err(RegistryError::NotInFile { name: name.to_owned(), file: source.label.clone() })
+            }
+            _ => Ok(self.bulkhead(name)),
+        }
+    }
+
+    /// Makes a registry built from a configuration file strict:
+    /// [`try_bulkhead`](Self::try_bulkhead) refuses a name the file does not define, instead of creating it
+    /// with the default configuration. [`bulkhead`](Self::bulkhead) cannot fail: it still
+    /// creates one, and reports it ([`undefined_names`](Self::undefined_names), `tracing`).
+    /// No effect on a registry not built from a file.
+    ///
+    /// ```
+    /// # #[cfg(feature = "serde")] {
+    /// let registry = bulkhead::BulkheadRegistry::from_yaml_str("resilience4j.bulkhead.instances.bank: {}")?
+    ///     .strict();
+    /// assert!(registry.try_bulkhead("reports").is_err());
+    /// # }
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
+    pub fn strict(mut self) -> Self {
+        if let Some(source) = &mut self.source {
+            source.strict = true;
+        }
+        self
+    }
+
+    /// The names a registry built from a configuration file handed out with the default
+    /// configuration although the file does not define them, in the order first asked.
+    /// Empty for a registry not built from a file. A service can check it after start-up
+    /// (or in a test) to catch a name that does not match its file.
+    ///
+    /// ```
+    /// # #[cfg(feature = "serde")] {
+    /// let registry = bulkhead::BulkheadRegistry::from_yaml_str("resilience4j.bulkhead.instances.bank: {}")?;
+    /// registry.bulkhead("bank");
+    /// registry.bulkhead("bnak"); // a typo in the code: 25 calls, no wait
+    /// assert_eq!(registry.undefined_names(), ["bnak"]);
+    /// # }
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
+    pub fn undefined_names(&self) -> Vec<String> {
+        self.inner.read().undefined.clone()
+    }
+
+    /// Records (and logs) that `name`, which the registry's file does not define, is being
+    /// created with the default configuration: `Some` if so. Called on the creation path
+    /// only (under the write lock), so once per name.
+    fn note_undefined(&self, name: &str) -> Option<()> {
+        let source = self.source.as_ref()?;
+        if source.defined.contains(name) {
+            return None;
+        }
+        #[cfg(feature = "tracing")]
+        tracing::warn!(
+            target: "bulkhead",
+            bulkhead = name,
+            file = source.label.as_str(),
+            "bulkhead '{name}' is not defined in {}: created with the default configuration",
+            source.label
+        );
+        Some(())
     }
 
     /// The bulkhead `name`, created with the named configuration `config_name` if it does not
@@ -332,7 +459,7 @@ impl BulkheadRegistry {
         let config = self
             .config(config_name)
             .ok_or_else(|| RegistryError::UnknownConfig(config_name.to_owned()))?;
-        Ok(self.get_or_create(name, || (config, BTreeMap::new())))
+        Ok(self.get_or_create(name, false, || (config, BTreeMap::new())))
     }
 
     /// The bulkhead `name`, created with `config` if it does not exist yet. An existing
@@ -350,7 +477,7 @@ impl BulkheadRegistry {
     /// assert_eq!(again.config().max_concurrent_calls(), 16);
     /// ```
     pub fn bulkhead_with(&self, name: &str, config: BulkheadConfig) -> Arc<Bulkhead> {
-        self.get_or_create(name, || (config, BTreeMap::new()))
+        self.get_or_create(name, false, || (config, BTreeMap::new()))
     }
 
     /// The bulkhead `name`, created with `config` and the bulkhead's own `tags` if it does not
@@ -377,14 +504,17 @@ impl BulkheadRegistry {
         K: Into<String>,
         V: Into<String>,
     {
-        self.get_or_create(name, || {
+        self.get_or_create(name, false, || {
             (config, tags.into_iter().map(|(k, v)| (k.into(), v.into())).collect())
         })
     }
 
+    /// `with_default`: the caller gave no configuration (a file-backed registry reports a
+    /// name its file does not define).
     fn get_or_create(
         &self,
         name: &str,
+        with_default: bool,
         make: impl FnOnce() -> (BulkheadConfig, BTreeMap<String, String>),
     ) -> Arc<Bulkhead> {
         if let Some(entry) = self.inner.read().entries.get(name) {
@@ -392,11 +522,19 @@ impl BulkheadRegistry {
         }
         let mut inner = self.inner.write();
         // Another thread may have created it between the two locks: the first one wins.
-        let entry = inner.entries.entry(name.to_owned()).or_insert_with(|| {
-            let (config, tags) = make();
-            Entry { bulkhead: Arc::new(Bulkhead::new(name, config)), tags, adaptive: None }
-        });
-        Arc::clone(&entry.bulkhead)
+        if let Some(entry) = inner.entries.get(name) {
+            return Arc::clone(&entry.bulkhead);
+        }
+        let (config, tags) = make();
+        if with_default && self.note_undefined(name).is_some() {
+            inner.undefined.push(name.to_owned());
+        }
+        let bulkhead = Arc::new(Bulkhead::new(name, config));
+        inner.entries.insert(
+            name.to_owned(),
+            Entry { bulkhead: Arc::clone(&bulkhead), tags, adaptive: None },
+        );
+        bulkhead
     }
 
     /// The bulkhead `name`, if it exists. Never creates one.
@@ -646,10 +784,17 @@ impl BulkheadRegistry {
     /// The style guide's rules are not applied here; run `bulkhead-check` or
     /// [`ConfigFile::check`](crate::file::ConfigFile::check) in CI for those.
     ///
+    /// Nothing falls back to the defaults in silence: a file without a
+    /// `resilience4j.bulkhead` section is an error (see [`Loader`](crate::file::Loader) to
+    /// allow one), and a name asked for that the file does not define is reported
+    /// ([`undefined_names`](Self::undefined_names)) or, in a [strict](Self::strict)
+    /// registry, refused by [`try_bulkhead`](Self::try_bulkhead).
+    ///
     /// # Errors
     ///
-    /// [`FileError`](crate::file::FileError): unreadable file, unknown extension, syntax
-    /// error, or every settings error found.
+    /// [`FileError`](crate::file::FileError), naming the file: unreadable file, unknown
+    /// extension, syntax error, a missing (or misspelt) `resilience4j.bulkhead` section, or
+    /// every settings error found.
     ///
     /// ```no_run
     /// let registry = bulkhead::BulkheadRegistry::from_file("application.yml")?;
@@ -732,6 +877,13 @@ impl BulkheadRegistry {
     pub fn from_config_file(file: &crate::file::ConfigFile) -> BulkheadRegistry {
         let mut registry = BulkheadRegistry::new(file.default_config());
         registry.registry_tags = file.tags().clone();
+        registry.source = Some(FileSource {
+            label: file
+                .path()
+                .map_or_else(|| "the configuration text".to_owned(), |p| p.display().to_string()),
+            defined: file.instances().iter().map(|i| i.name().to_owned()).collect(),
+            strict: false,
+        });
         {
             let mut inner = registry.inner.write();
             for config in file.configs().iter().filter(|c| c.name() != DEFAULT_CONFIG) {

@@ -129,7 +129,7 @@ fn errors_exit_1_and_name_path_and_value() {
         "  error[config] resilience4j.bulkhead.instances.sber.max-concurent-calls: 4 is not a bulkhead setting (did you mean max-concurrent-calls?)",
         "  error[config] resilience4j.bulkhead.configs.b.base-config: \"a\" closes a cycle of base configs: a -> b -> a",
         "  error[config] resilience4j.bulkhead.instances.ledger.base-config: \"shared\" names no config under resilience4j.bulkhead.configs",
-        "  error[config] resilience4j.bulkhead.instances.ledger.max-concurrent-calls: 2000000000 is above the engine's maximum of 1073741823",
+        "  error[config] resilience4j.bulkhead.instances.ledger.max-concurrent-calls: 2000000000 is too large: the engine's maximum is 1073741823",
     ] {
         assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
     }
@@ -227,11 +227,158 @@ fn several_files_exit_with_the_worst_status() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// The summary line's counts: (errors, warnings).
+fn counts(text: &str) -> (String, String) {
+    let line = text.lines().last().unwrap_or_default().to_owned();
+    let field = |what: &str| {
+        line.split(", ").find(|p| p.ends_with(what)).unwrap_or_default().replace(what, "")
+    };
+    (field(" error(s)"), field(" warning(s)"))
+}
+
 #[test]
-fn a_file_without_a_bulkhead_section_says_so() {
-    let file = TempFile::new("app.yml", "spring.application.name: shop\n");
+fn a_file_without_a_bulkhead_section_is_an_error() {
+    for (name, text, value) in [
+        ("app.yml", "spring.application.name: shop\n", "(not in the file)"),
+        ("app.yml", "", "(the file is empty)"),
+        ("app.toml", "", "(the file is empty)"),
+    ] {
+        let file = TempFile::new(name, text);
+        let out = run(&[file.path()]);
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert!(
+            text.contains(&format!(
+                "  error[config] resilience4j.bulkhead: {value} is required: without it, every \
+                 bulkhead would silently get the built-in defaults."
+            )),
+            "{text}"
+        );
+        assert_eq!(counts(&text).0, "1", "{text}");
+        assert_eq!(text.matches(file.path()).count(), 2, "heading and summary only: {text}");
+        assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+        assert!(Path::new(file.path()).exists());
+    }
+}
+
+#[test]
+fn a_file_without_a_bulkhead_section_passes_when_it_says_so_or_when_allowed() {
+    let explicit =
+        TempFile::new("app.yml", "spring.application.name: shop\nresilience4j.bulkhead: {}\n");
+    let out = run(&[explicit.path()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let bare = TempFile::new("app.yml", "spring.application.name: shop\n");
+    let out = run(&["--allow-missing-section", bare.path()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        stdout(&out)
+            .contains("no resilience4j.bulkhead section (allowed by --allow-missing-section)"),
+        "{}",
+        stdout(&out)
+    );
+    // A near-miss is an error even then.
+    let typo = TempFile::new("app.yml", "resilience4j.bulkheads.instances.bank: {}\n");
+    let out = run(&["--allow-missing-section", typo.path()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+}
+
+#[test]
+fn a_near_miss_of_the_section_is_named_with_the_right_key() {
+    let file = TempFile::new(
+        "application.yml",
+        "resilience4j:\n  bulkheads:\n    instances:\n      bank:\n        max-concurrent-calls: 4\n",
+    );
     let out = run(&[file.path()]);
-    assert_eq!(out.status.code(), Some(0));
-    assert!(stdout(&out).contains("no resilience4j.bulkhead section"), "{}", stdout(&out));
-    assert!(Path::new(file.path()).exists());
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(
+            "  error[config] resilience4j.bulkheads: {instances: ...} is not a section this crate \
+             reads (did you mean resilience4j.bulkhead?)"
+        ),
+        "{text}"
+    );
+    assert_eq!(counts(&text).0, "1", "only the near-miss: {text}");
+}
+
+#[test]
+fn a_zero_limit_is_a_warning_naming_the_instance() {
+    let file = TempFile::new(
+        "application.yml",
+        "resilience4j.bulkhead.instances:\n  bank: { maxConcurrentCalls: 0 }\n  ledger: {}\n",
+    );
+    let out = run(&[file.path()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "a warning only: {text}");
+    assert!(
+        text.contains(
+            "  warning[config] resilience4j.bulkhead.instances.bank.maxConcurrentCalls: 0 makes \
+             the bulkhead 'bank' refuse every call"
+        ),
+        "{text}"
+    );
+    assert_eq!(counts(&text), ("0".to_owned(), "1".to_owned()), "{text}");
+    let out = run(&["--deny-warnings", file.path()]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_number_too_large_says_too_large_with_the_maximum() {
+    let file = TempFile::new(
+        "application.yml",
+        "resilience4j.bulkhead.instances.bank.maxConcurrentCalls: 99999999999999999999\n",
+    );
+    let out = run(&[file.path()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(
+            "  error[config] resilience4j.bulkhead.instances.bank.maxConcurrentCalls: \
+             99999999999999999999 is too large: the engine's maximum is 1073741823"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("not a whole number"), "{text}");
+}
+
+#[test]
+fn every_error_names_the_file_once() {
+    // A syntax error: on stderr, naming the file once, exit 1.
+    let file = TempFile::new("application.yml", "resilience4j.bulkhead: [unclosed\n");
+    let out = run(&[file.path()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(&format!("bulkhead-check: {}: YAML syntax error: ", file.path())),
+        "{err}"
+    );
+    assert_eq!(err.matches(file.path()).count(), 1, "{err}");
+    // The same with --format (the file's extension says nothing).
+    let conf = TempFile::new("settings.conf", "a = [\n");
+    let out = run(&["--format", "toml", conf.path()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(&format!("bulkhead-check: {}: TOML syntax error: ", conf.path())),
+        "{err}"
+    );
+    assert_eq!(err.matches(conf.path()).count(), 1, "{err}");
+    // Unreadable, unknown extension: exit 2, named once.
+    for (path, says) in [
+        ("examples/no-such-file.yml", "cannot read examples/no-such-file.yml: "),
+        ("examples/config_file.rs", "examples/config_file.rs: cannot tell the format"),
+    ] {
+        let out = run(&[path]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = stderr(&out);
+        assert!(err.starts_with(&format!("bulkhead-check: {says}")), "{err}");
+        assert_eq!(err.matches(path).count(), 1, "{err}");
+    }
+    // Settings errors are listed under the file's heading, without repeating it.
+    let out = run(&["examples/config/errors.yml"]);
+    let text = stdout(&out);
+    assert!(
+        text.lines().filter(|l| l.contains("error[config]")).all(|l| !l.contains("errors.yml")),
+        "{text}"
+    );
 }

@@ -295,11 +295,11 @@ fn bad_call_limits_name_the_key_path_and_the_value() {
     let path = "resilience4j.bulkhead.instances.bank.max-concurrent-calls";
     let cases = [
         ("-1", format!("{path}: -1 is negative")),
-        ("1073741824", format!("{path}: 1073741824 is above the engine's maximum of 1073741823")),
+        ("1073741824", format!("{path}: 1073741824 is too large: the engine's maximum is 1073741823")),
         (
             "'99999999999999999999999'",
             format!(
-                "{path}: \"99999999999999999999999\" is above the engine's maximum of 1073741823"
+                "{path}: \"99999999999999999999999\" is too large: the engine's maximum is 1073741823"
             ),
         ),
         ("2.5", format!("{path}: 2.5 is not a whole number")),
@@ -443,8 +443,14 @@ resilience4j:
     assert_eq!(*file.instance("bank").unwrap().config(), BulkheadConfig::default());
     assert_eq!(*file.instance("reports").unwrap().config(), BulkheadConfig::default());
     assert!(file.configs().is_empty());
-    assert!(yaml("").instances().is_empty());
-    assert!(!yaml("").has_bulkhead_section());
+    // An empty file is an error (issue 18), unless the caller allows a missing section.
+    assert_eq!(
+        yaml_errors("")[0].split(" is required").next(),
+        Some("resilience4j.bulkhead: (the file is empty)")
+    );
+    let empty = ConfigFile::loader().allow_missing_section(true).parse("", Format::Yaml).unwrap();
+    assert!(empty.instances().is_empty());
+    assert!(!empty.has_bulkhead_section());
 }
 
 #[test]

@@ -3,12 +3,16 @@
 //! Run with `cargo test --features serde --test rules` (or `--all-features`).
 #![cfg(feature = "serde")]
 
-use bulkhead::file::{rules, ConfigFile, Format, Report, Severity};
+use bulkhead::file::{rules, ConfigFile, Format, Loader, Report, Severity};
 use bulkhead::BulkheadConfig;
 
-/// (rule, severity, path) of every finding.
+/// (rule, severity, path) of every finding. Some rules are about other sections
+/// (`resilience4j.thread-pool-bulkhead`, `client.*`), so a file may have no bulkhead section.
 fn findings(text: &str, format: Format) -> Vec<(&'static str, Severity, String)> {
-    let file = ConfigFile::parse(text, format).unwrap_or_else(|e| panic!("{e}"));
+    let file = Loader::new()
+        .allow_missing_section(true)
+        .parse(text, format)
+        .unwrap_or_else(|e| panic!("{e}"));
     file.check().iter().map(|f| (f.rule(), f.severity(), f.path().to_owned())).collect()
 }
 
@@ -256,7 +260,10 @@ fn a_pool_that_is_not_a_number_is_an_error() {
 
 #[test]
 fn a_pool_without_a_bulkhead_is_a_warning() {
-    let file = ConfigFile::from_yaml_str("client.ledger.max-concurrent: 5").unwrap();
+    let file = Loader::new()
+        .allow_missing_section(true)
+        .parse("client.ledger.max-concurrent: 5", Format::Yaml)
+        .unwrap();
     let found = file.check();
     assert_eq!(found.len(), 1);
     assert_eq!((found[0].rule(), found[0].severity()), (rules::OWN_LAYER, Severity::Warning));

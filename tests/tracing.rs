@@ -145,3 +145,39 @@ fn tracing_long_unbounded_async_wait_is_timed_and_logged() {
         });
     });
 }
+
+/// Issue 18: a file-backed registry asked for a name its file does not define says so at
+/// WARN, naming the bulkhead and the file; a name the file defines says nothing.
+#[cfg(feature = "serde")]
+#[test]
+fn tracing_undefined_name_in_a_file_backed_registry_is_a_warning() {
+    let registry =
+        bulkhead::BulkheadRegistry::from_yaml_str("resilience4j.bulkhead.instances.bank: {}")
+            .unwrap();
+    let events = captured(|| {
+        registry.bulkhead("bank");
+        registry.bulkhead("bnak");
+        registry.bulkhead("bnak");
+    });
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].level, Level::WARN);
+    assert_eq!(events[0].target, "bulkhead");
+    assert_eq!(events[0].fields["bulkhead"], "bnak");
+    assert_eq!(events[0].fields["file"], "the configuration text");
+}
+
+/// Issue 18: a zero limit in a loaded file is a WARN event naming the instance.
+#[cfg(feature = "serde")]
+#[test]
+fn tracing_zero_limit_in_a_loaded_file_is_a_warning() {
+    let events = captured(|| {
+        bulkhead::file::ConfigFile::from_yaml_str(
+            "resilience4j.bulkhead.instances: { bank: { max-concurrent-calls: 0 }, ok: {} }",
+        )
+        .unwrap();
+    });
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].level, Level::WARN);
+    assert_eq!(events[0].fields["bulkhead"], "bank");
+    assert!(events[0].fields["message"].contains("refuse every call"), "{events:?}");
+}

@@ -6,24 +6,30 @@
 //! ```
 //!
 //! Exit status: 0 when there is nothing worse than a warning, 1 on any error (a syntax
-//! error, a settings error, or a rule of severity error), 2 on a usage error (bad
-//! arguments, an unreadable file, an unknown extension).
+//! error, a settings error, a file without a `resilience4j.bulkhead` section, or a rule of
+//! severity error), 2 on a usage error (bad arguments, an unreadable file, an unknown
+//! extension).
 
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use bulkhead::file::{format_duration, FileError, Format, Report, Severity};
+use bulkhead::file::{format_duration, FileError, Format, Loader, Report, Severity};
 
 const USAGE: &str = "\
-usage: bulkhead-check [--format yaml|toml] [--deny-warnings] FILE...
+usage: bulkhead-check [--format yaml|toml] [--deny-warnings] [--allow-missing-section] FILE...
 
 Reads Resilience4j-style bulkhead settings (resilience4j.bulkhead.*) from each FILE
 (.yml, .yaml or .toml), prints every instance's effective configuration, and checks the
-style guide's rules (R-RES-BH-X1, R-RES-BH-3, R-RES-BH-1, R-RES-BH-WAIT).
+style guide's rules (R-RES-BH-X1, R-RES-BH-3, R-RES-BH-1, R-RES-BH-WAIT). A file without
+a resilience4j.bulkhead section is an error (every bulkhead would get the defaults): write
+`resilience4j.bulkhead: {}` in a file that has none on purpose, or pass
+--allow-missing-section.
 
 options:
   --format yaml|toml   read every FILE in this format, whatever its extension
   --deny-warnings      exit 1 on warnings too
+  --allow-missing-section
+                       accept a file without a resilience4j.bulkhead section
   -h, --help           print this help
 
 exit status: 0 no errors (warnings allowed), 1 errors found, 2 usage error";
@@ -31,11 +37,17 @@ exit status: 0 no errors (warnings allowed), 1 errors found, 2 usage error";
 struct Args {
     format: Option<Format>,
     deny_warnings: bool,
+    allow_missing_section: bool,
     files: Vec<String>,
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
-    let mut parsed = Args { format: None, deny_warnings: false, files: Vec::new() };
+    let mut parsed = Args {
+        format: None,
+        deny_warnings: false,
+        allow_missing_section: false,
+        files: Vec::new(),
+    };
     let mut only_files = false;
     while let Some(arg) = args.next() {
         if only_files {
@@ -49,6 +61,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
         match flag.as_str() {
             "-h" | "--help" => return Ok(None),
             "--deny-warnings" if inline.is_none() => parsed.deny_warnings = true,
+            "--allow-missing-section" if inline.is_none() => parsed.allow_missing_section = true,
             "--format" => {
                 let value = inline.or_else(|| args.next()).ok_or("--format needs a value")?;
                 parsed.format = Some(match value.to_ascii_lowercase().as_str() {
@@ -68,16 +81,14 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
     Ok(Some(parsed))
 }
 
-/// Reads one file: `Err` with the exit status when it cannot be checked.
-fn load(path: &str, format: Option<Format>) -> Result<Report, (FileError, u8)> {
-    let result = match format {
-        None => Report::from_path(path),
-        Some(format) => match std::fs::read_to_string(path) {
-            Ok(text) => Report::parse(&text, format),
-            Err(source) => Err(FileError::Io { path: path.into(), source }),
-        },
-    };
-    result.map_err(|e| {
+/// Reads one file: `Err` with the exit status when it cannot be checked. Every error
+/// names the file (once).
+fn load(path: &str, args: &Args) -> Result<Report, (FileError, u8)> {
+    let mut loader = Loader::new().allow_missing_section(args.allow_missing_section);
+    if let Some(format) = args.format {
+        loader = loader.format(format);
+    }
+    loader.report(path).map_err(|e| {
         let status = match e {
             FileError::Syntax { .. } | FileError::Invalid(_) => 1,
             _ => 2,
@@ -115,8 +126,8 @@ fn print_report(
 ) -> std::io::Result<(usize, usize)> {
     let file = report.file();
     writeln!(out, "{path} ({})", file.format())?;
-    if !file.has_bulkhead_section() {
-        writeln!(out, "  no resilience4j.bulkhead section")?;
+    if !file.has_bulkhead_section() && report.errors().is_empty() {
+        writeln!(out, "  no resilience4j.bulkhead section (allowed by --allow-missing-section)")?;
     }
     if !file.instances().is_empty() {
         writeln!(out, "instances:")?;
@@ -176,12 +187,17 @@ fn print_report(
         }
     }
     let mut errors = report.errors().len();
-    let mut warnings = 0;
-    if !report.errors().is_empty() || !report.findings().is_empty() {
+    let mut warnings = report.warnings().len();
+    if !report.errors().is_empty() || !report.warnings().is_empty() || !report.findings().is_empty()
+    {
         writeln!(out, "findings:")?;
     }
+    // The heading names the file: each line names the key and the value.
     for e in report.errors() {
-        writeln!(out, "  error[config] {e}")?;
+        writeln!(out, "  error[config] {}: {} {}", e.key(), e.value(), e.problem())?;
+    }
+    for w in report.warnings() {
+        writeln!(out, "  warning[config] {w}")?;
     }
     for f in report.findings() {
         match f.severity() {
@@ -218,7 +234,7 @@ fn main() -> ExitCode {
         if n > 0 {
             let _ = writeln!(out);
         }
-        match load(path, args.format) {
+        match load(path, &args) {
             Ok(report) => match print_report(&mut out, path, &report) {
                 Ok((errors, warnings)) => {
                     if errors > 0 || (args.deny_warnings && warnings > 0) {
@@ -229,7 +245,7 @@ fn main() -> ExitCode {
             },
             Err((e, code)) => {
                 let _ = out.flush();
-                eprintln!("bulkhead-check: {path}: {e}");
+                eprintln!("bulkhead-check: {e}");
                 status = status.max(code);
             }
         }

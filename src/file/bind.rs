@@ -7,7 +7,7 @@ use super::duration::{self, DurationError};
 use super::tree::{self, render_path, Leaf, Seg, Value};
 use super::{
     AdaptiveAlgorithm, AdaptiveSettings, ConfigFile, Facts, FileError, Format, Ignored, Instance,
-    NamedConfig, Origins,
+    NamedConfig, Origins, Warning,
 };
 use crate::{BulkheadConfig, ConfigError};
 
@@ -108,19 +108,25 @@ struct Binder {
     facts: Facts,
     thread_pool_sections: BTreeSet<String>,
     thread_pool_section_root: Option<String>,
+    /// Sections that look like a misspelt `resilience4j.bulkhead`: the path as written, and
+    /// the first key inside it (for the message).
+    near_misses: BTreeMap<String, Option<String>>,
 }
 
 /// Parses, binds and resolves. `Err` only for syntax errors; settings errors are returned
-/// beside what could be resolved.
+/// beside what could be resolved. A file without a `resilience4j.bulkhead` section is a
+/// settings error unless `allow_missing_section`; a near-miss of that key always is.
 pub(crate) fn load(
     text: &str,
     format: Format,
+    allow_missing_section: bool,
 ) -> Result<(ConfigFile, Vec<ConfigError>), FileError> {
+    let syntax = |message: String| FileError::Syntax { format, message, path: None };
     let docs = match format {
         Format::Yaml => {
-            tree::yaml::guard(text).map_err(|message| FileError::Syntax { format, message })?;
-            let docs = yaml_rust2::YamlLoader::load_from_str(text)
-                .map_err(|e| FileError::Syntax { format, message: e.to_string() })?;
+            tree::yaml::guard(text).map_err(syntax)?;
+            let docs =
+                yaml_rust2::YamlLoader::load_from_str(text).map_err(|e| syntax(e.to_string()))?;
             docs.iter()
                 .map(|doc| {
                     let mut leaves = Vec::new();
@@ -130,9 +136,9 @@ pub(crate) fn load(
                 .collect::<Vec<_>>()
         }
         Format::Toml => {
-            let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-                FileError::Syntax { format, message: e.to_string().trim_end().to_owned() }
-            })?;
+            let table: toml::Table = text
+                .parse()
+                .map_err(|e: toml::de::Error| syntax(e.to_string().trim_end().to_owned()))?;
             let mut leaves = Vec::new();
             tree::toml::flatten_table(&table, &mut Vec::new(), &mut leaves);
             vec![leaves]
@@ -161,7 +167,26 @@ pub(crate) fn load(
     } else {
         core::mem::take(&mut b.thread_pool_sections).into_iter().collect()
     };
+    b.section_errors(text, format, allow_missing_section);
     Ok(b.finish(format))
+}
+
+/// The section we read, as a reader would write it.
+const SECTION: &str = "resilience4j.bulkhead";
+
+/// Whether the first two keys of a path look like a misspelt `resilience4j.bulkhead` (and
+/// are not it, nor another Resilience4j module such as `thread-pool-bulkhead`).
+fn near_miss(first: &str, second: Option<&str>) -> bool {
+    let bulkheadish = |c: &str| c != "threadpoolbulkhead" && distance(c, "bulkhead") <= 2;
+    match (first, second) {
+        ("resilience4j", Some(second)) => second != "bulkhead" && bulkheadish(second),
+        // `bulkhead.instances...` at the root, or `bulkheads:`.
+        (first, _) if bulkheadish(first) => true,
+        (first, Some(second)) => {
+            first != "resilience4j" && distance(first, "resilience4j") <= 2 && bulkheadish(second)
+        }
+        _ => false,
+    }
 }
 
 /// The `spring.config.activate.on-profile` (or legacy `spring.profiles`) leaf of a
@@ -200,18 +225,19 @@ fn suggestion(canon: &str, candidates: &[(&str, &str)]) -> String {
         .unwrap_or_default()
 }
 
-/// A whole number of calls.
+/// A whole number of calls, at most `max`. A number too large for any integer type (YAML
+/// reads `99999999999999999999` as a float) is "too large", not "not a whole number".
 fn count(value: &Value, max: usize) -> Result<usize, String> {
     let above = || {
         if max == BulkheadConfig::MAX_CONCURRENT_CALLS {
-            format!("is above the engine's maximum of {max}")
+            format!("is too large: the engine's maximum is {max}")
         } else {
-            "is too large".to_owned()
+            format!("is too large: the maximum is {max}")
         }
     };
     let n: i128 = match value {
         Value::Int(n) => i128::from(*n),
-        Value::Str(s) => {
+        Value::Str(s) | Value::Float(s) => {
             let t = s.trim();
             let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
             if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -271,8 +297,50 @@ impl Binder {
                 let name = segs[1].raw.clone();
                 self.facts.pools.insert(name, (render_path(segs), leaf.value.clone()));
             }
+            (Some(first), second) if near_miss(first, second) => {
+                // `bulkhead:` at the root is one key; `resilience4j.bulkheads:` two.
+                let n = if distance(first, "bulkhead") <= 2 { 1 } else { 2 };
+                let inner = segs.get(n).map(|s| s.raw.clone());
+                self.near_misses.entry(render_path(&segs[..n])).or_insert(inner);
+            }
             _ => {}
         }
+    }
+
+    /// A near-miss of `resilience4j.bulkhead` is an error; so is a file without the
+    /// section, unless the caller allows it.
+    fn section_errors(&mut self, text: &str, format: Format, allow_missing_section: bool) {
+        let defaults = "every bulkhead would silently get the built-in defaults";
+        for (path, inner) in core::mem::take(&mut self.near_misses) {
+            // `bulkhead:` at the root beside a real section is likely the application's
+            // own key; under `resilience4j` a second bulkhead-like section is a typo.
+            if self.has_section && !path.contains('.') {
+                continue;
+            }
+            let value = inner.map_or_else(|| "{}".to_owned(), |k| format!("{{{k}: ...}}"));
+            let problem = format!(
+                "is not a section this crate reads (did you mean {SECTION}?): without \
+                 {SECTION}, {defaults}"
+            );
+            self.error(path, value, problem);
+        }
+        if self.has_section || allow_missing_section || !self.errors.is_empty() {
+            return;
+        }
+        let what = if text.trim().is_empty() { "the file is empty" } else { "not in the file" };
+        let explicit = match format {
+            Format::Yaml => "resilience4j.bulkhead: {}",
+            Format::Toml => "[resilience4j.bulkhead]",
+        };
+        self.error(
+            SECTION.to_owned(),
+            format!("({what})"),
+            format!(
+                "is required: without it, {defaults}. If the file has no bulkhead settings on \
+                 purpose, write `{explicit}` in it, or load it with \
+                 Loader::allow_missing_section"
+            ),
+        );
     }
 
     fn bulkhead_leaf(&mut self, doc: usize, leaf: &Leaf) {
@@ -556,12 +624,28 @@ impl Binder {
                 });
             }
         }
+        let warnings = instances
+            .iter()
+            .filter(|i| i.config.max_concurrent_calls() == 0)
+            .map(|i| Warning {
+                instance: i.name.clone(),
+                path: i.origins.max_concurrent_calls.clone().unwrap_or_else(|| i.path.clone()),
+                value: "0".to_owned(),
+                message: format!(
+                    "makes the bulkhead '{}' refuse every call (max-concurrent-calls 0: a \
+                     closed bulkhead)",
+                    i.name
+                ),
+            })
+            .collect();
         let file = ConfigFile {
             format,
+            path: None,
             configs,
             instances,
             tags: self.tags,
             ignored: self.ignored,
+            warnings,
             has_section: self.has_section,
             facts: self.facts,
         };
@@ -685,11 +769,11 @@ mod tests {
         assert_eq!(count(&Value::Float("2.0".into()), max), Err("is not a whole number".into()));
         assert_eq!(
             count(&Value::Int(1 << 30), max),
-            Err("is above the engine's maximum of 1073741823".into())
+            Err("is too large: the engine's maximum is 1073741823".into())
         );
         assert_eq!(
             count(&Value::Str("99999999999999999999999999999999999999999".into()), usize::MAX),
-            Err("is too large".into())
+            Err(format!("is too large: the maximum is {}", usize::MAX))
         );
     }
 }

@@ -56,6 +56,13 @@
 //! `base-config` naming no config. All errors are collected, not just the first
 //! ([`FileError::Invalid`]). Nothing in a file, however malformed, makes the loader panic.
 //!
+//! Nothing falls back to the defaults in silence: a file without a `resilience4j.bulkhead`
+//! section (an empty file included) is an error unless it says `resilience4j.bulkhead: {}`
+//! or is read with [`Loader::allow_missing_section`]; a near-miss of the key
+//! (`resilience4j.bulkheads`) is an error naming it; `max-concurrent-calls: 0` is a
+//! [`Warning`] naming the instance. An error from a file read by path names the file once
+//! ([`FileError::path`]).
+//!
 //! # Examples
 //!
 //! ```
@@ -187,6 +194,8 @@ pub enum FileError {
         format: Format,
         /// The parser's message, with the position.
         message: String,
+        /// The file, when the text was read from one (the message then starts with it).
+        path: Option<PathBuf>,
     },
     /// The bulkhead settings are wrong: every error found, each naming the key path and the
     /// value.
@@ -194,6 +203,36 @@ pub enum FileError {
 }
 
 impl FileError {
+    /// The file the error is about, when the text was read from one. Every message of an
+    /// error from a file read by path starts with the file's name, once.
+    ///
+    /// ```
+    /// use bulkhead::file::ConfigFile;
+    /// let err = ConfigFile::from_path("no/such/application.yml").unwrap_err();
+    /// assert_eq!(err.path().unwrap().to_str(), Some("no/such/application.yml"));
+    /// assert!(err.to_string().starts_with("cannot read no/such/application.yml: "));
+    /// ```
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            FileError::Io { path, .. } | FileError::UnknownFormat { path } => Some(path),
+            FileError::Syntax { path, .. } => path.as_deref(),
+            FileError::Invalid(errors) => errors.first().and_then(ConfigError::file),
+        }
+    }
+
+    /// The same error, read from `path`.
+    fn in_file(self, path: &Path) -> FileError {
+        match self {
+            FileError::Syntax { format, message, path: None } => {
+                FileError::Syntax { format, message, path: Some(path.to_path_buf()) }
+            }
+            FileError::Invalid(errors) => {
+                FileError::Invalid(errors.into_iter().map(|e| e.in_file(path)).collect())
+            }
+            other => other,
+        }
+    }
+
     /// The settings errors ([`FileError::Invalid`]); empty for the other variants.
     ///
     /// ```
@@ -218,7 +257,12 @@ impl fmt::Display for FileError {
                 "{}: cannot tell the format from the extension (use .yml, .yaml or .toml)",
                 path.display()
             ),
-            FileError::Syntax { format, message } => write!(f, "{format} syntax error: {message}"),
+            FileError::Syntax { format, message, path } => {
+                if let Some(path) = path {
+                    write!(f, "{}: ", path.display())?;
+                }
+                write!(f, "{format} syntax error: {message}")
+            }
             FileError::Invalid(errors) => {
                 for (i, e) in errors.iter().enumerate() {
                     if i > 0 {
@@ -386,6 +430,63 @@ impl fmt::Display for Ignored {
     }
 }
 
+/// Something in the file that loads but is probably not meant: today, an instance whose
+/// `max-concurrent-calls` is 0 (a bulkhead that refuses every call). Listed by
+/// [`ConfigFile::warnings`], printed by `bulkhead-check`, and logged at WARN (target
+/// `bulkhead`) when the file is loaded with the `tracing` feature on.
+///
+/// # Examples
+///
+/// ```
+/// use bulkhead::file::ConfigFile;
+/// let file = ConfigFile::from_yaml_str("resilience4j.bulkhead.instances.bank.maxConcurrentCalls: 0")?;
+/// let warning = &file.warnings()[0];
+/// assert_eq!(warning.instance(), "bank");
+/// assert_eq!(warning.path(), "resilience4j.bulkhead.instances.bank.maxConcurrentCalls");
+/// assert_eq!(
+///     warning.to_string(),
+///     "resilience4j.bulkhead.instances.bank.maxConcurrentCalls: 0 makes the bulkhead 'bank' \
+///      refuse every call (max-concurrent-calls 0: a closed bulkhead)"
+/// );
+/// # Ok::<(), bulkhead::file::FileError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    pub(crate) instance: String,
+    pub(crate) path: String,
+    pub(crate) value: String,
+    pub(crate) message: String,
+}
+
+impl Warning {
+    /// The instance it is about.
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// The key path where the value was written (the instance's own key, or the config it
+    /// inherits it from).
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The value as written.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// What it does, naming the instance.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} {}", self.path, self.value, self.message)
+    }
+}
+
 /// What the rules need beyond the bulkhead settings.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Facts {
@@ -426,10 +527,12 @@ pub(crate) struct Facts {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigFile {
     pub(crate) format: Format,
+    pub(crate) path: Option<PathBuf>,
     pub(crate) configs: Vec<NamedConfig>,
     pub(crate) instances: Vec<Instance>,
     pub(crate) tags: BTreeMap<String, String>,
     pub(crate) ignored: Vec<Ignored>,
+    pub(crate) warnings: Vec<Warning>,
     pub(crate) has_section: bool,
     pub(crate) facts: Facts,
 }
@@ -448,23 +551,43 @@ impl ConfigFile {
     /// # Ok::<(), bulkhead::file::FileError>(())
     /// ```
     pub fn from_path(path: impl AsRef<Path>) -> Result<ConfigFile, FileError> {
-        let (text, format) = read(path.as_ref())?;
-        ConfigFile::parse(&text, format)
+        Loader::new().load(path)
+    }
+
+    /// A [`Loader`], to read a file with options (a file without a `resilience4j.bulkhead`
+    /// section, a format other than the extension's).
+    ///
+    /// ```
+    /// use bulkhead::file::{ConfigFile, Format};
+    /// let file = ConfigFile::loader()
+    ///     .allow_missing_section(true)
+    ///     .parse("spring.application.name: shop", Format::Yaml)?;
+    /// assert!(file.instances().is_empty());
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
+    pub fn loader() -> Loader {
+        Loader::new()
     }
 
     /// Reads YAML text (one or more documents).
     ///
     /// # Errors
     ///
-    /// [`FileError::Syntax`] or [`FileError::Invalid`].
+    /// [`FileError::Syntax`] or [`FileError::Invalid`], which includes text without a
+    /// `resilience4j.bulkhead` section (every bulkhead would silently get the defaults):
+    /// write `resilience4j.bulkhead: {}` if that is meant, or use
+    /// [`Loader::allow_missing_section`].
     ///
     /// ```
-    /// let file = bulkhead::file::ConfigFile::from_yaml_str("spring.application.name: shop")?;
+    /// use bulkhead::file::ConfigFile;
+    /// let err = ConfigFile::from_yaml_str("spring.application.name: shop").unwrap_err();
+    /// assert!(err.to_string().starts_with("resilience4j.bulkhead: (not in the file) is required"));
+    /// let file = ConfigFile::from_yaml_str("spring.application.name: shop\nresilience4j.bulkhead: {}")?;
     /// assert!(file.instances().is_empty());
     /// # Ok::<(), bulkhead::file::FileError>(())
     /// ```
     pub fn from_yaml_str(text: &str) -> Result<ConfigFile, FileError> {
-        ConfigFile::parse(text, Format::Yaml)
+        Loader::new().parse(text, Format::Yaml)
     }
 
     /// Reads TOML text.
@@ -479,7 +602,7 @@ impl ConfigFile {
     /// # Ok::<(), bulkhead::file::FileError>(())
     /// ```
     pub fn from_toml_str(text: &str) -> Result<ConfigFile, FileError> {
-        ConfigFile::parse(text, Format::Toml)
+        Loader::new().parse(text, Format::Toml)
     }
 
     /// Reads text in `format`.
@@ -493,19 +616,39 @@ impl ConfigFile {
     /// assert!(ConfigFile::parse("a = [", Format::Toml).is_err());
     /// ```
     pub fn parse(text: &str, format: Format) -> Result<ConfigFile, FileError> {
-        let (file, errors) = bind::load(text, format)?;
-        if errors.is_empty() {
-            Ok(file)
-        } else {
-            Err(FileError::Invalid(errors))
-        }
+        Loader::new().parse(text, format)
+    }
+
+    /// The file it was read from ([`from_path`](Self::from_path), [`Loader::load`]); `None`
+    /// for text.
+    ///
+    /// ```
+    /// # use bulkhead::file::ConfigFile;
+    /// assert_eq!(ConfigFile::from_yaml_str("resilience4j.bulkhead: {}")?.path(), None);
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Settings that load but are probably not meant (see [`Warning`]).
+    ///
+    /// ```
+    /// # use bulkhead::file::ConfigFile;
+    /// let file = ConfigFile::from_yaml_str("resilience4j.bulkhead.instances: { a: {}, b: { max-concurrent-calls: 0 } }")?;
+    /// let closed: Vec<&str> = file.warnings().iter().map(|w| w.instance()).collect();
+    /// assert_eq!(closed, ["b"]);
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
     }
 
     /// The syntax it was read as.
     ///
     /// ```
     /// # use bulkhead::file::{ConfigFile, Format};
-    /// assert_eq!(ConfigFile::from_toml_str("")?.format(), Format::Toml);
+    /// assert_eq!(ConfigFile::from_toml_str("[resilience4j.bulkhead]")?.format(), Format::Toml);
     /// # Ok::<(), bulkhead::file::FileError>(())
     /// ```
     pub fn format(&self) -> Format {
@@ -567,7 +710,7 @@ impl ConfigFile {
     ///
     /// ```
     /// # use bulkhead::{BulkheadConfig, file::ConfigFile};
-    /// let file = ConfigFile::from_yaml_str("logging.level.root: INFO")?;
+    /// let file = ConfigFile::from_yaml_str("resilience4j.bulkhead.instances.bank: {}")?;
     /// assert_eq!(file.default_config(), BulkheadConfig::default());
     /// # Ok::<(), bulkhead::file::FileError>(())
     /// ```
@@ -599,11 +742,15 @@ impl ConfigFile {
         &self.ignored
     }
 
-    /// Whether the file has a `resilience4j.bulkhead` section at all.
+    /// Whether the file has a `resilience4j.bulkhead` section at all (only a file loaded with
+    /// [`Loader::allow_missing_section`] may have none).
     ///
     /// ```
-    /// # use bulkhead::file::ConfigFile;
-    /// assert!(!ConfigFile::from_yaml_str("resilience4j.retry.instances.a.max-attempts: 3")?.has_bulkhead_section());
+    /// # use bulkhead::file::{ConfigFile, Format};
+    /// let file = ConfigFile::loader()
+    ///     .allow_missing_section(true)
+    ///     .parse("resilience4j.retry.instances.a.max-attempts: 3", Format::Yaml)?;
+    /// assert!(!file.has_bulkhead_section());
     /// # Ok::<(), bulkhead::file::FileError>(())
     /// ```
     pub fn has_bulkhead_section(&self) -> bool {
@@ -667,8 +814,7 @@ impl Report {
     /// # Ok::<(), bulkhead::file::FileError>(())
     /// ```
     pub fn from_path(path: impl AsRef<Path>) -> Result<Report, FileError> {
-        let (text, format) = read(path.as_ref())?;
-        Report::parse(&text, format)
+        Loader::new().report(path)
     }
 
     /// Reads and checks text in `format`.
@@ -686,9 +832,7 @@ impl Report {
     /// # Ok::<(), bulkhead::file::FileError>(())
     /// ```
     pub fn parse(text: &str, format: Format) -> Result<Report, FileError> {
-        let (file, errors) = bind::load(text, format)?;
-        let findings = rules::check(&file);
-        Ok(Report { file, errors, findings })
+        Loader::new().parse_report(text, format)
     }
 
     /// What could be resolved (an entry with an error in its chain is left out).
@@ -724,6 +868,18 @@ impl Report {
         &self.findings
     }
 
+    /// The warnings of the settings that could be resolved ([`ConfigFile::warnings`]).
+    ///
+    /// ```
+    /// let report = bulkhead::file::Report::parse("resilience4j.bulkhead.instances.a.max-concurrent-calls: 0", bulkhead::file::Format::Yaml)?;
+    /// assert_eq!(report.warnings()[0].instance(), "a");
+    /// assert!(!report.has_errors());
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
+    pub fn warnings(&self) -> &[Warning] {
+        self.file.warnings()
+    }
+
     /// Whether there is a settings error or a finding of severity [`Severity::Error`].
     ///
     /// ```
@@ -736,12 +892,147 @@ impl Report {
     }
 }
 
-fn read(path: &Path) -> Result<(String, Format), FileError> {
-    let format =
-        Format::from_path(path).ok_or_else(|| FileError::UnknownFormat { path: path.into() })?;
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| FileError::Io { path: path.into(), source })?;
-    Ok((text, format))
+/// Reads configuration files with options; [`ConfigFile::from_path`] and its siblings use
+/// the defaults.
+///
+/// - A file without a `resilience4j.bulkhead` section is an error by default: every
+///   bulkhead built from it would silently get the built-in defaults. A file that has no
+///   bulkhead settings on purpose says so (`resilience4j.bulkhead: {}`, in TOML
+///   `[resilience4j.bulkhead]`), or the caller opts in with
+///   [`allow_missing_section`](Self::allow_missing_section). A near-miss of the key
+///   (`resilience4j.bulkheads`, `resilience4j.bulkhed`, `bulkhead` at the root of a file
+///   without the section) is an error either way, naming it and suggesting
+///   `resilience4j.bulkhead`.
+/// - [`format`](Self::format) reads a file in a format other than its extension's.
+/// - Every error from a file read by path names the file, once ([`FileError::path`]).
+///
+/// # Examples
+///
+/// ```
+/// use bulkhead::{file::{Format, Loader}, BulkheadRegistry};
+///
+/// // A shared application.yml that configures no bulkhead: opt in, then build a registry.
+/// let file = Loader::new()
+///     .allow_missing_section(true)
+///     .parse("spring.application.name: shop", Format::Yaml)?;
+/// let registry = BulkheadRegistry::from_config_file(&file);
+/// assert!(registry.is_empty());
+///
+/// // A near-miss is never allowed.
+/// let err = Loader::new()
+///     .allow_missing_section(true)
+///     .parse("resilience4j.bulkheads.instances.bank.max-concurrent-calls: 4", Format::Yaml)
+///     .unwrap_err();
+/// assert!(err.to_string().starts_with(
+///     "resilience4j.bulkheads: {instances: ...} is not a section this crate reads \
+///      (did you mean resilience4j.bulkhead?)"
+/// ));
+/// # Ok::<(), bulkhead::file::FileError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[must_use = "a loader does nothing until it loads or parses"]
+pub struct Loader {
+    allow_missing_section: bool,
+    format: Option<Format>,
+}
+
+impl Loader {
+    /// The defaults: the section is required, the format comes from the extension.
+    pub fn new() -> Loader {
+        Loader::default()
+    }
+
+    /// Whether a file without a `resilience4j.bulkhead` section loads (with no instances,
+    /// no configs, and the built-in default configuration). Off by default.
+    pub fn allow_missing_section(mut self, allow: bool) -> Loader {
+        self.allow_missing_section = allow;
+        self
+    }
+
+    /// Reads files in `format`, whatever their extension.
+    ///
+    /// ```no_run
+    /// use bulkhead::file::{Format, Loader};
+    /// let file = Loader::new().format(Format::Yaml).load("config/bulkheads.conf")?;
+    /// println!("{} instances", file.instances().len());
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
+    pub fn format(mut self, format: Format) -> Loader {
+        self.format = Some(format);
+        self
+    }
+
+    /// Reads a file.
+    ///
+    /// # Errors
+    ///
+    /// [`FileError::Io`], [`FileError::UnknownFormat`], [`FileError::Syntax`] or
+    /// [`FileError::Invalid`], each naming the file.
+    pub fn load(&self, path: impl AsRef<Path>) -> Result<ConfigFile, FileError> {
+        let path = path.as_ref();
+        let (text, format) = self.read(path)?;
+        let mut file = self.parse(&text, format).map_err(|e| e.in_file(path))?;
+        file.path = Some(path.to_path_buf());
+        Ok(file)
+    }
+
+    /// Reads text in `format` (the loader's own format, if set, is for files only).
+    ///
+    /// # Errors
+    ///
+    /// [`FileError::Syntax`] or [`FileError::Invalid`].
+    pub fn parse(&self, text: &str, format: Format) -> Result<ConfigFile, FileError> {
+        let (file, errors) = bind::load(text, format, self.allow_missing_section)?;
+        if !errors.is_empty() {
+            return Err(FileError::Invalid(errors));
+        }
+        #[cfg(feature = "tracing")]
+        for warning in &file.warnings {
+            tracing::warn!(
+                target: "bulkhead",
+                bulkhead = warning.instance.as_str(),
+                key = warning.path.as_str(),
+                "{warning}"
+            );
+        }
+        Ok(file)
+    }
+
+    /// Reads and checks a file, leniently, as `bulkhead-check` does: see [`Report`].
+    ///
+    /// # Errors
+    ///
+    /// [`FileError::Io`], [`FileError::UnknownFormat`] or [`FileError::Syntax`], each naming
+    /// the file: settings errors go into the report (each naming the file too).
+    pub fn report(&self, path: impl AsRef<Path>) -> Result<Report, FileError> {
+        let path = path.as_ref();
+        let (text, format) = self.read(path)?;
+        let mut report = self.parse_report(&text, format).map_err(|e| e.in_file(path))?;
+        report.file.path = Some(path.to_path_buf());
+        report.errors = report.errors.into_iter().map(|e| e.in_file(path)).collect();
+        Ok(report)
+    }
+
+    /// Reads and checks text in `format`, leniently: see [`Report`].
+    ///
+    /// # Errors
+    ///
+    /// [`FileError::Syntax`]: settings errors go into the report.
+    pub fn parse_report(&self, text: &str, format: Format) -> Result<Report, FileError> {
+        let (file, errors) = bind::load(text, format, self.allow_missing_section)?;
+        let findings = rules::check(&file);
+        Ok(Report { file, errors, findings })
+    }
+
+    fn read(&self, path: &Path) -> Result<(String, Format), FileError> {
+        let format = self
+            .format
+            .or_else(|| Format::from_path(path))
+            .ok_or_else(|| FileError::UnknownFormat { path: path.into() })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| FileError::Io { path: path.into(), source })?;
+        Ok((text, format))
+    }
 }
 
 /// Formats a duration as Spring users write it (`100ms`, `1s`, `2m`, `0`).

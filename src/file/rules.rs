@@ -93,7 +93,9 @@ impl fmt::Display for Severity {
 ///
 /// ```
 /// use bulkhead::file::{rules, ConfigFile, Severity};
-/// let file = ConfigFile::from_yaml_str("resilience4j.thread-pool-bulkhead.instances.bank.core-thread-pool-size: 4")?;
+/// let file = ConfigFile::from_yaml_str(
+///     "resilience4j.bulkhead: {}\nresilience4j.thread-pool-bulkhead.instances.bank.core-thread-pool-size: 4",
+/// )?;
 /// let finding = &file.check()[0];
 /// assert_eq!(finding.rule(), rules::THREAD_POOL);
 /// assert_eq!(finding.severity(), Severity::Error);

@@ -2,8 +2,8 @@
 //! turns slow.
 //!
 //! ```text
-//! cargo run --release --example overload              # about 30 s
-//! cargo run --release --example overload -- --svg out.svg
+//! cargo run --release -p bulkhead-overload-demo                    # chart: target/overload.svg
+//! cargo run --release -p bulkhead-overload-demo -- --svg out.svg
 //! ```
 //!
 //! Everything is real and runs on 127.0.0.1, each run on fresh ephemeral ports:
@@ -280,15 +280,27 @@ fn run(scenario: &Scenario) -> std::io::Result<RunResult> {
     Ok(RunResult { run_time: started.elapsed(), ..result })
 }
 
+/// `overload.svg` in the target directory cargo built this binary into: the executable is
+/// `<target-dir>/<profile>/bulkhead-overload-demo` (or `<target-dir>/<triple>/<profile>/...`),
+/// so this honours `CARGO_TARGET_DIR`, `--target-dir` and `build.target-dir` alike. Falls
+/// back to the working directory when the executable's path is unknown. Printed after the run.
+fn default_svg_path() -> PathBuf {
+    let dir = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().and_then(|profile| profile.parent()).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("."));
+    dir.join("overload.svg")
+}
+
 fn main() {
     let started = Instant::now();
     let mut args = std::env::args().skip(1);
-    let mut svg_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/overload.svg");
+    let mut svg_path = default_svg_path();
     while let Some(arg) = args.next() {
         match (arg.as_str(), args.next()) {
             ("--svg", Some(path)) => svg_path = PathBuf::from(path),
             _ => {
-                eprintln!("usage: overload [--svg PATH]");
+                eprintln!("usage: bulkhead-overload-demo [--svg PATH]");
                 std::process::exit(2);
             }
         }
@@ -347,7 +359,10 @@ fn main() {
     }
     match std::fs::write(&svg_path, svg) {
         Ok(()) => println!("chart: {}", svg_path.display()),
-        Err(e) => eprintln!("could not write {}: {e}", svg_path.display()),
+        Err(e) => {
+            eprintln!("could not write the chart to {}: {e}", svg_path.display());
+            std::process::exit(1);
+        }
     }
     // Every thread we started has finished or is bounded by a timeout; exit now anyway so
     // that nothing left over can hold the process.
