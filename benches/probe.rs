@@ -271,6 +271,7 @@ fn stats(mut overshoot_ns: Vec<i128>) -> (f64, f64, f64, usize) {
 fn deadline() {
     let waits = [
         (Duration::from_micros(100), 300),
+        (Duration::from_micros(200), 300),
         (Duration::from_millis(1), 200),
         (Duration::from_millis(100), 20),
     ];
@@ -308,10 +309,20 @@ fn deadline() {
             }
             (asynchronous, tokio_timeout)
         });
+        // No runtime at all: the bulkhead's own timer ends the wait.
+        let mut block_on = Vec::new();
+        for _ in 0..samples {
+            let start = Instant::now();
+            let err = futures::executor::block_on(ours.acquire_async()).expect_err("full");
+            let elapsed = start.elapsed();
+            assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+            block_on.push(elapsed.as_nanos() as i128 - wait.as_nanos() as i128);
+        }
         for (how, overshoot) in [
             ("bulkhead acquire (sync)", sync),
-            ("bulkhead acquire_async (tokio timer)", asynchronous),
-            ("tokio timeout(wait, acquire())", tokio_timeout),
+            ("bulkhead acquire_async (current-thread tokio runtime)", asynchronous),
+            ("bulkhead acquire_async (futures::executor::block_on)", block_on),
+            ("tokio timeout(wait, acquire()) (current-thread runtime)", tokio_timeout),
         ] {
             let (median, p99, max, early) = stats(overshoot);
             items.push(format!(

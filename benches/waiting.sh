@@ -55,5 +55,13 @@ source benches/valgrind.sh
     echo "|---|---:|"
     "$PROBE" sizes | python3 -c 'import json,sys
 for row in json.load(sys.stdin): print("| %s | %d |" % (row["what"], row["bytes"]))'
+    echo
+    echo "Deadline overshoot (\`probe deadline\`, wall clock, so it varies with the machine's load):"
+    echo "time from the call to its \`WaitTimedOut\` return, minus the max wait, in microseconds."
+    echo
+    echo "| max wait | how | samples | p50 µs | p99 µs | max µs | early |"
+    echo "|---:|---|---:|---:|---:|---:|---:|"
+    "$PROBE" deadline | python3 -c 'import json,sys
+for r in json.load(sys.stdin): print("| %d µs | %s | %d | %.1f | %.1f | %.1f | %d |" % (r["wait_us"], r["how"], r["samples"], r["median_us"], r["p99_us"], r["max_us"], r["early"]))'
 } >"$OUT"
 echo "== wrote $OUT" >&2
