@@ -30,6 +30,31 @@
 //!   permit went to the oldest waiter). Once set, `CLOSED` is never cleared, and no waiter
 //!   is queued after it.
 //! * While `WAITERS` is set no fast path takes a permit: no barging past a queued waiter.
+//!   `WAITERS` may stay set with an empty queue only while `available <= 0`, after the
+//!   deadline timer withdrew the last waiter (it does not touch the word): the next release
+//!   or growth takes the lock, finds the queue empty and clears it.
+//!
+//! # The rule: no foreign code under a lock
+//!
+//! A waker's `clone`, `wake` and `drop`, a listener, a user closure and a user value's `Drop`
+//! are foreign code: they may call back into this semaphore, and with many executors the last
+//! waker reference owns the task, its future and a permit inside (tokio's
+//! `release_permits_at_drop`). None of them runs while the queue lock (or any lock of the
+//! crate) is held. Concretely:
+//!
+//! * a waiter's [`Wake`] is built (the waker cloned) *before* the lock is taken, and handed
+//!   back to be dropped *after* it is released when it was not queued;
+//! * a re-poll with another waker clones it outside the lock, swaps it in under the lock,
+//!   drops the old one after unlocking, then checks the slot again (the drop may have
+//!   released a permit that went to this very waiter);
+//! * a slot that is freed or withdrawn gives its wake back (`Queue::free` returns it) to be
+//!   dropped after unlocking; grants, `close`, drains and the deadline timer take wakes out
+//!   of the slots and call them after unlocking ([`WakeList`]);
+//! * callers that hold a lock of their own (the config lock of `change_config`) ask for the
+//!   waiters to be served (`serve_waiters`) after releasing it.
+//!
+//! `tests/reentrant.rs` and `verification/scenarios_reentrant.rs` hold the engine to it with
+//! wakers and listeners that re-enter every public method on every queue path.
 //!
 //! # Protocol
 //!
@@ -55,6 +80,11 @@
 //!   the waiters it granted and calls them after releasing the lock. A task's waker is
 //!   stored in its slot under the lock, so "register, then check" is one critical section:
 //!   a grant either happened before the check (the poll sees it) or wakes the new waker.
+//! * **Deadlines:** a bounded async waiter's deadline is stored in its slot; the queue asks
+//!   the deadline timer (`crate::timer`) to fire at its earliest deadline (the head's, while
+//!   deadlines are in queue order: `Queue::ordered`), and [`Waitlist::expire`] withdraws
+//!   what expired (`TimedOut`, decided under the lock like any other end of a wait) and
+//!   re-arms for the next. A grant and an expiry race under the lock: exactly one happens.
 //! * **Close:** under the lock, `fetch_or(CLOSED | WAITERS)`, then every queued waiter is
 //!   marked `Closed` and woken. `WAITERS` stays set, so every later release takes the lock;
 //!   the release that leaves no call in flight completes the drain waiters.

@@ -359,42 +359,42 @@ fn keyed_new_keys_racing_in_two_shards_keep_max_keys() {
 
 #[test]
 fn release_permits_at_drop_racing_reentry() {
-    run_model("release_permits_at_drop_racing_reentry", || {
+    run_model_at_most("release_permits_at_drop_racing_reentry", 2, || {
         scenarios_reentrant::release_permits_at_drop_racing_reentry()
     });
 }
 
 #[test]
 fn hostile_waker_on_grant() {
-    run_model("hostile_waker_on_grant", || {
+    run_model_at_most("hostile_waker_on_grant", 2, || {
         scenarios_reentrant::hostile_waker_on_queue_path(scenarios_reentrant::Path::Grant)
     });
 }
 
 #[test]
 fn hostile_waker_on_withdraw() {
-    run_model("hostile_waker_on_withdraw", || {
+    run_model_at_most("hostile_waker_on_withdraw", 2, || {
         scenarios_reentrant::hostile_waker_on_queue_path(scenarios_reentrant::Path::Withdraw)
     });
 }
 
 #[test]
 fn hostile_waker_on_deadline() {
-    run_model("hostile_waker_on_deadline", || {
+    run_model_at_most("hostile_waker_on_deadline", 2, || {
         scenarios_reentrant::hostile_waker_on_queue_path(scenarios_reentrant::Path::Deadline)
     });
 }
 
 #[test]
 fn hostile_waker_on_close() {
-    run_model("hostile_waker_on_close", || {
+    run_model_at_most("hostile_waker_on_close", 2, || {
         scenarios_reentrant::hostile_waker_on_queue_path(scenarios_reentrant::Path::Close)
     });
 }
 
 #[test]
 fn hostile_waker_on_drain() {
-    run_model("hostile_waker_on_drain", scenarios_reentrant::hostile_waker_on_drain);
+    run_model_at_most("hostile_waker_on_drain", 2, scenarios_reentrant::hostile_waker_on_drain);
 }
 
 #[test]
@@ -414,8 +414,9 @@ fn engine_deadline_out_of_queue_order() {
 
 #[test]
 fn listener_reenters_on_every_event() {
-    run_model(
+    run_model_at_most(
         "listener_reenters_on_every_event",
+        2,
         scenarios_reentrant::listener_reenters_on_every_event,
     );
 }

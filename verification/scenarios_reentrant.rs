@@ -41,8 +41,23 @@ fn join<T>(handle: rt::JoinHandle<T>) -> T {
 /// model has no time to wait out): a refusal or a permit taken and released, an async
 /// acquire queued with another waker and withdrawn, the config lock and a limit change,
 /// metrics, a zero-timeout drain wait (queued and withdrawn), and `close` if asked.
+///
+/// Under loom, whose cost grows with every lock operation, the hook keeps one operation per
+/// lock: the async acquire (queue lock: enqueue, withdraw) and the config lock; shuttle runs
+/// the whole list.
 pub fn reenter(bulkhead: &Bulkhead, close: bool) {
     drop(bulkhead.try_acquire());
+    if cfg!(bulkhead_loom) {
+        let noop = futures::task::noop_waker();
+        let mut acquire = Box::pin(bulkhead.acquire_async());
+        drop(acquire.as_mut().poll(&mut Context::from_waker(&noop)));
+        drop(acquire);
+        drop(bulkhead.config());
+        if close {
+            bulkhead.close();
+        }
+        return;
+    }
     {
         let noop = futures::task::noop_waker();
         let mut acquire = Box::pin(bulkhead.acquire_async());
@@ -62,6 +77,11 @@ pub fn reenter(bulkhead: &Bulkhead, close: bool) {
 fn hook(bulkhead: &Arc<Bulkhead>, close_on: Option<Op>) -> impl Fn(Op) + Send + Sync + 'static {
     let weak: Weak<Bulkhead> = Arc::downgrade(bulkhead);
     move |op| {
+        // Under loom, a clone re-enters only when it closes (clones happen outside the lock
+        // by construction: no `&Waker` is held under it); drops and wakes always re-enter.
+        if cfg!(bulkhead_loom) && op == Op::Clone && close_on != Some(op) {
+            return;
+        }
         if let Some(bulkhead) = weak.upgrade() {
             reenter(&bulkhead, close_on == Some(op));
         }
@@ -342,8 +362,9 @@ pub fn drained_sees_last_call_writes(async_drain: bool) {
 
 /// `close` with `waiters` queued (it refuses them in batches, unlocking to wake between
 /// batches) races the release of the held permit. A release that comes before the close
-/// grants the oldest waiter; one that comes during or after it grants nobody. So once a
-/// waiter is refused with `Closed`, no waiter queued behind it may be granted.
+/// grants the oldest waiter (whose own release may grant the next); one that comes during
+/// or after it grants nobody. So once a waiter is refused with `Closed`, no waiter queued
+/// behind it may be granted.
 pub fn close_with_queued_waiters_racing_release_grants_none_after(waiters: usize) {
     let bulkhead = bulkhead("close_batches", 1, Duration::MAX);
     let held = bulkhead.try_acquire_owned().expect("free");
@@ -380,7 +401,8 @@ pub fn close_with_queued_waiters_racing_release_grants_none_after(waiters: usize
             "a waiter queued behind one refused by close was granted: {results:?}"
         );
     }
-    assert!(granted.load(SeqCst) <= 1);
+    // Both may be granted: the release before the close grants the first, whose release
+    // (also before the close) grants the second.
     occupancy.check(1 + granted.load(SeqCst));
     assert!(bulkhead.wait_drained(Duration::ZERO) || bulkhead.metrics().in_flight_calls() == 0);
 }
