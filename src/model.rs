@@ -15,8 +15,9 @@
 //!
 //! Everything else stays real: configuration, names, errors, events and their listeners
 //! (listeners run on the thread that triggers them and are called, not modelled), metrics,
-//! the registry, and the `tokio` timer. Under a model, `acquire_async` finds no tokio runtime
-//! and so arms no tokio timer: its deadline is measured on the model clock instead.
+//! the registry. The bulkhead's own deadline timer (`bulkhead::timer`) starts no thread under a
+//! model: the model clock is the timer, and an advance past a queued `acquire_async`'s
+//! deadline runs the same expiry the timer thread runs (withdraw, then wake).
 //!
 //! Every operation on a bulkhead must then run inside a model execution (`loom::model`,
 //! `shuttle::check_*` or a `shuttle::Runner`), like any other checker primitive: outside one,
@@ -52,8 +53,8 @@
 //! - shuttle: `shuttle::future::block_on`, or `shuttle::future::spawn` for a task that the
 //!   scheduler interleaves with threads and other tasks. Its wakers make the task runnable.
 //!
-//! In both, a queued task's waker is also handed to the model clock, so [`advance`] wakes it
-//! and it times out with `RejectReason::WaitTimedOut` once the clock passes its deadline.
+//! In both, a queued task's deadline is armed on the model clock, so an [`advance`] past it
+//! withdraws the task and wakes it, and it times out with `RejectReason::WaitTimedOut`.
 //! Dropping the future withdraws it, as in a normal build. [`sleep`] is a model-clock timer
 //! for your own code, and for [`Bulkhead::acquire_async_with_sleep`](crate::Bulkhead::acquire_async_with_sleep).
 //!

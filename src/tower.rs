@@ -41,9 +41,8 @@
 //!    place, the usual tower pattern) and returns a [`ResponseFuture`] that does nothing yet.
 //! 2. Its first poll takes a permit with [`Bulkhead::acquire_owned_async`]: at once if one is
 //!    free, else after waiting up to the bulkhead's `max_wait_duration`, else it resolves
-//!    to `Err(BulkheadFull)` and the inner service is never called. The wait is bounded by
-//!    tokio's timer (the default `tokio` feature, inside a tokio runtime); without it, a
-//!    queued request notices its deadline only when something polls it again.
+//!    to `Err(BulkheadFull)` and the inner service is never called. The bulkhead keeps the
+//!    deadline itself, on any executor (`bulkhead::timer`).
 //! 3. With the permit, it calls the inner service and awaits its response. The permit is
 //!    released as soon as that future completes, or when the [`ResponseFuture`] is dropped
 //!    (a timeout or a cancelled request frees the slot at once).
