@@ -37,6 +37,14 @@
 //! Without either, a bounded wait still ends when its future is polled after its deadline,
 //! but nothing wakes it to be polled.
 //!
+//! A process that forks after the thread started has no timer thread in the child (threads
+//! do not survive `fork`), while the child's copy of this module believes it runs: call
+//! [`disable_thread`] before the first bounded wait in a program that forks, and drive
+//! [`fire_expired`] yourself, or fork before any bounded wait queues.
+//!
+//! A bulkhead dropped while the timer is armed for it keeps its queue's allocation (not its
+//! contents: no waiter, no waker) until that deadline passes and the timer drops its `Weak`.
+//!
 //! Under the model checkers (`--cfg bulkhead_loom`, `--cfg bulkhead_shuttle`) there is no
 //! thread: the model clock is the timer, and advancing it fires the deadlines it passes
 //! (see `bulkhead::model`).
