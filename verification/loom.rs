@@ -347,3 +347,50 @@ fn keyed_new_keys_racing_in_two_shards_keep_max_keys() {
         scenarios::keyed_new_keys_racing_in_two_shards_keep_max_keys()
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 17, keyed and adaptive kinds: `scenarios_family.rs`.
+// ---------------------------------------------------------------------------------------
+
+#[path = "scenarios_family.rs"]
+mod scenarios_family;
+
+/// Filter with `family::` to run only these.
+mod family {
+    use super::{run_model, scenarios_family};
+
+    /// Two callers create the same new key, `max_keys` 1: neither is refused, one key live.
+    #[test]
+    fn keyed_same_new_key_racing_keeps_live_keys_max_one() {
+        run_model("keyed_same_new_key_racing_keeps_live_keys_max_one", || {
+            scenarios_family::keyed_same_new_key_racing_keeps_live_keys(1)
+        });
+    }
+
+    /// The same with `max_keys` 2: both can reserve a place; the loser gives its back.
+    #[test]
+    fn keyed_same_new_key_racing_keeps_live_keys_max_two() {
+        run_model("keyed_same_new_key_racing_keeps_live_keys_max_two", || {
+            scenarios_family::keyed_same_new_key_racing_keeps_live_keys(2)
+        });
+    }
+
+    /// Two callers on key 0 and one on key 1 (key limit 1, total 2 counting, with a listener):
+    /// the total's counters and events see exactly the admitted calls.
+    #[test]
+    fn keyed_key_refusal_leaves_total_untouched() {
+        run_model(
+            "keyed_key_refusal_leaves_total_untouched",
+            scenarios_family::keyed_key_refusal_leaves_total_untouched,
+        );
+    }
+
+    /// A failure shrinks the limit while a caller is queued: it is admitted under the new limit.
+    #[test]
+    fn adaptive_failure_shrinks_limit_before_queued_caller_is_admitted() {
+        run_model(
+            "adaptive_failure_shrinks_limit_before_queued_caller_is_admitted",
+            scenarios_family::adaptive_failure_shrinks_limit_before_queued_caller_is_admitted,
+        );
+    }
+}
