@@ -498,3 +498,110 @@ fn adaptive_classifier_reenters() {
         assert_eq!(bank.limit(), 1);
     });
 }
+
+/// A metrics recorder is user code too: one that calls back into the exporter (a scrape
+/// from inside a handle, say) while our exporter feeds it.
+#[cfg(feature = "metrics")]
+mod recorder {
+    use std::sync::{Arc, OnceLock};
+
+    use metrics::{
+        Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString,
+        Unit,
+    };
+
+    use super::*;
+
+    type Callback = Box<dyn Fn() + Send + Sync>;
+
+    /// Calls `callback` (once set) from every gauge registration and histogram record, not
+    /// from inside itself.
+    #[derive(Default)]
+    struct Reentrant {
+        callback: Arc<OnceLock<Callback>>,
+        calls: Arc<AtomicUsize>,
+        /// Call back only from the registration of a gauge with this `key` label.
+        only_key: Option<&'static str>,
+    }
+
+    struct Hist(Arc<OnceLock<Callback>>, Arc<AtomicUsize>);
+
+    fn call(callback: &OnceLock<Callback>, calls: &AtomicUsize) {
+        if IN_HOOK.with(|h| h.replace(true)) {
+            return;
+        }
+        if let Some(callback) = callback.get() {
+            callback();
+            calls.fetch_add(1, SeqCst);
+        }
+        IN_HOOK.with(|h| h.set(false));
+    }
+
+    impl HistogramFn for Hist {
+        fn record(&self, _: f64) {
+            call(&self.0, &self.1);
+        }
+    }
+
+    impl Recorder for Reentrant {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
+            Counter::noop()
+        }
+        fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+            let wanted = self.only_key.map_or(true, |only| {
+                key.labels().any(|label| label.key() == "key" && label.value() == only)
+            });
+            if wanted {
+                call(&self.callback, &self.calls);
+            }
+            Gauge::noop()
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::from_arc(Arc::new(Hist(Arc::clone(&self.callback), Arc::clone(&self.calls))))
+        }
+    }
+
+    /// The wait histogram is fed after the exporter's lock: a handle that scrapes again
+    /// (`collect`) from `record` does not deadlock.
+    #[test]
+    fn wait_histogram_record_reenters_collect() {
+        hang_guard("wait_histogram_record_reenters_collect", || {
+            let recorder = Reentrant::default();
+            let bank = Arc::new(bulkhead::Bulkhead::new("bank", config(2)));
+            let instrumented = metrics::with_local_recorder(&recorder, || {
+                bulkhead::metrics_export::register(&bank)
+            });
+            assert!(recorder.callback.set(Box::new(bulkhead::metrics_export::collect)).is_ok());
+            drop(bank.try_acquire().unwrap()); // a permitted call with a zero wait
+            metrics::with_local_recorder(&recorder, || instrumented.collect());
+            assert!(recorder.calls.load(SeqCst) >= 1, "the histogram was fed and called back");
+        });
+    }
+
+    /// `KeyedSeries::record` zeroes the keys that left the top `cap` after its lock: a
+    /// recorder that records the series again from `register_gauge` does not deadlock.
+    #[test]
+    fn keyed_series_zeroing_reenters_record() {
+        hang_guard("keyed_series_zeroing_reenters_record", || {
+            // Key 1's gauges are registered, the second time, only to zero them.
+            let recorder = Reentrant { only_key: Some("1"), ..Reentrant::default() };
+            let keyed = Arc::new(KeyedBulkhead::<u32>::builder("api").build().unwrap());
+            let series = Arc::new(bulkhead::metrics_export::KeyedSeries::new(1));
+            let one = keyed.try_acquire(&1).unwrap();
+            metrics::with_local_recorder(&recorder, || series.record(&keyed));
+            {
+                let (keyed, series) = (Arc::clone(&keyed), Arc::clone(&series));
+                let _ = recorder.callback.set(Box::new(move || series.record(&keyed)));
+            }
+            // Key 2 busier than key 1: key 1 leaves the top 1 and is zeroed.
+            let two: Vec<_> = (0..2).map(|_| keyed.try_acquire(&2).unwrap()).collect();
+            drop(one);
+            metrics::with_local_recorder(&recorder, || series.record(&keyed));
+            assert!(recorder.calls.load(SeqCst) >= 1);
+            drop(two);
+        });
+    }
+}
