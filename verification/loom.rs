@@ -393,4 +393,14 @@ mod family {
             scenarios_family::adaptive_failure_shrinks_limit_before_queued_caller_is_admitted,
         );
     }
+
+    /// `close` racing a new key at a full map: refused `TooManyKeys` or `Closed`, never
+    /// inserted; closed keys are idle once released.
+    #[test]
+    fn keyed_close_racing_new_key_at_full_map() {
+        run_model(
+            "keyed_close_racing_new_key_at_full_map",
+            scenarios_family::keyed_close_racing_new_key_at_full_map,
+        );
+    }
 }

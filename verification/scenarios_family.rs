@@ -226,3 +226,34 @@ pub fn adaptive_failure_shrinks_limit_before_queued_caller_is_admitted() {
     assert_eq!(adaptive.bulkhead().metrics().max_allowed_concurrent_calls(), 1);
     assert_quiescent(adaptive.bulkhead(), 1);
 }
+
+/// `close` racing a new key at a full map: `max_keys` 1, key 0 held by the main thread, one
+/// thread tries key 1 while another closes. Key 1 is refused either way: `TooManyKeys` if
+/// its look-up came first, `Closed` after, and never inserted (one key live throughout).
+/// Once closed, a new key is refused `Closed` however full the map; once key 0 is released
+/// it is idle although closed, and `evict_idle` gives its place back.
+pub fn keyed_close_racing_new_key_at_full_map() {
+    let keyed = keyed(1, None, 1);
+    let held = keyed.try_acquire(&0).expect("key 0, the only place");
+    let newcomer = {
+        let keyed = Arc::clone(&keyed);
+        rt::spawn(move || match keyed.try_acquire(&1) {
+            Ok(_) => panic!("key 1 admitted: the map is full and key 0 busy"),
+            Err(KeyedFull::TooManyKeys { .. }) => false,
+            Err(KeyedFull::Key(full)) if full.reason() == RejectReason::Closed => true,
+            Err(other) => panic!("key 1 refused by {other}"),
+        })
+    };
+    let closer = {
+        let keyed = Arc::clone(&keyed);
+        rt::spawn(move || assert!(keyed.close()))
+    };
+    let _closed_first = join(newcomer);
+    join(closer);
+    assert_eq!(keyed.live_keys(), 1, "a refused key took a place");
+    let after = keyed.try_acquire(&3).expect_err("closed");
+    assert_eq!(after.reason(), Some(RejectReason::Closed), "after close: {after:?}");
+    drop(held);
+    assert_eq!(keyed.evict_idle(), 1, "the closed, idle key 0 is evicted");
+    assert_eq!(keyed.live_keys(), 0);
+}

@@ -264,6 +264,8 @@ mod family {
             crate::scenarios_family::keyed_key_refusal_leaves_total_untouched();
         adaptive_failure_shrinks_limit_before_queued_caller_is_admitted =>
             crate::scenarios_family::adaptive_failure_shrinks_limit_before_queued_caller_is_admitted();
+        keyed_close_racing_new_key_at_full_map =>
+            crate::scenarios_family::keyed_close_racing_new_key_at_full_map();
     }
 
     /// As `replay` above, for these scenarios: `SHUTTLE_REPLAY_SCENARIO=<name>
