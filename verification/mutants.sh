@@ -119,6 +119,7 @@ MUTANTS=(
     keyed_same_key_reserves_before_lookup
     keyed_try_takes_total_before_key
     adaptive_releases_before_recording
+    adaptive_limit_applied_without_recheck
 )
 ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire "
 
@@ -160,6 +161,7 @@ describe() {
     keyed_closed_key_never_idle) echo "keyed (issue 17): a closed key never counts as idle (evict_idle evicts nothing after close)" ;;
     keyed_same_key_reserves_before_lookup) echo "keyed (issue 17): a new key reserves its place before the look-up; one that finds the key created meanwhile keeps the place (leak)" ;;
     keyed_try_takes_total_before_key) echo "keyed (issue 17): try_acquire takes the total before the key (a key refusal takes, counts and releases a total slot)" ;;
+    adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
     adaptive_releases_before_recording) echo "adaptive (issue 17): a permit is released before its sample is recorded (a queued caller is admitted under the limit before the failure)" ;;
     esac
 }
@@ -305,6 +307,8 @@ apply() {
         mutate src/adaptive/mod.rs '        self.owner.record(Sample { latency, in_flight: self.in_flight, outcome });
         drop(self.permit.take());' '        drop(self.permit.take());
         self.owner.record(Sample { latency, in_flight: self.in_flight, outcome });' ;;
+    adaptive_limit_applied_without_recheck)
+        mutate src/adaptive/mod.rs '            if latest == limit {' '            if latest == limit || true {' ;;
     *)
         echo "unknown mutant $1" >&2
         return 1 ;;
