@@ -605,3 +605,64 @@ mod recorder {
         });
     }
 }
+
+/// A key's listener closes the whole keyed bulkhead when its call finishes (close locks
+/// every shard in turn and closes key 1's bulkhead, whose `Closed` event reaches the same
+/// listener again), and checks the drain from there.
+#[test]
+fn keyed_listener_closes_the_keyed_bulkhead() {
+    hang_guard("keyed_listener_closes_the_keyed_bulkhead", || {
+        let keyed = Arc::new(
+            KeyedBulkhead::<u32>::builder("api")
+                .default_config(config(1))
+                .shards(1)
+                .build()
+                .unwrap(),
+        );
+        drop(keyed.try_acquire(&1).unwrap());
+        let closed = Arc::new(AtomicUsize::new(0));
+        {
+            let (weak, closed) = (Arc::downgrade(&keyed), Arc::clone(&closed));
+            keyed.key_bulkhead(&1).unwrap().on_event(move |event| {
+                let Some(keyed) = weak.upgrade() else { return };
+                match event.kind() {
+                    bulkhead::BulkheadEventKind::CallFinished => {
+                        assert!(keyed.close());
+                        assert!(keyed.wait_drained(Duration::ZERO));
+                    }
+                    bulkhead::BulkheadEventKind::Closed => {
+                        closed.fetch_add(1, SeqCst);
+                    }
+                    _ => {}
+                }
+            });
+        }
+        drop(keyed.try_acquire(&1).unwrap());
+        assert_eq!(closed.load(SeqCst), 1, "key 1's Closed event, from inside its listener");
+        assert!(keyed.is_closed());
+        assert_eq!(keyed.try_acquire(&1).unwrap_err().reason(), Some(RejectReason::Closed));
+        assert_eq!(keyed.try_acquire(&2).unwrap_err().reason(), Some(RejectReason::Closed));
+    });
+}
+
+/// A limit-change listener changes the engine's wait settings and then closes it; the
+/// recording caller, and the next, see it closed.
+#[test]
+fn adaptive_limit_listener_changes_config_and_closes() {
+    hang_guard("adaptive_limit_listener_changes_config_and_closes", || {
+        let bank = adaptive(4, 2, Duration::ZERO);
+        {
+            let weak = Arc::downgrade(&bank);
+            bank.on_limit_change(move |change| {
+                let Some(bank) = weak.upgrade() else { return };
+                let engine = bank.bulkhead();
+                engine.change_config(config(change.new_limit()));
+                assert_eq!(engine.metrics().max_allowed_concurrent_calls(), change.new_limit());
+                assert!(engine.close());
+            });
+        }
+        bank.try_acquire().unwrap().fail();
+        assert!(bank.bulkhead().metrics().is_closed());
+        assert_eq!(bank.try_acquire().unwrap_err().reason(), RejectReason::Closed);
+    });
+}
