@@ -47,6 +47,19 @@
 //! permit clones it once (for the [`OwnedPermit`] inside [`KeyedPermit`]) and a refusal
 //! writes no reference count. Listeners and `tracing` events run after the lock is
 //! released: a refusal that anyone observes clones the `Arc` to report outside the lock.
+//!
+//! # Keys, user code and the shard locks
+//!
+//! No user code runs or is dropped under a shard's lock, with one exception: the key's
+//! [`Hash`] (hashed before the lock, with the map's hasher) and [`Eq`] (run by the look-up,
+//! under the lock), as for a std `HashMap` inside a `Mutex`. Keep them plain: a key whose
+//! `eq` calls back into this keyed bulkhead deadlocks. Everything else a key does runs
+//! outside the locks: its `Clone` and `Display` (a new key's copy and its bulkhead's name are
+//! made before its shard is locked), its `Drop` (an evicted entry, or the copy of a key that
+//! another caller created first, is dropped after the lock), as do listeners (a key's
+//! bulkhead, with its listeners, is dropped after the lock when evicted) and
+//! [`metrics`](KeyedBulkhead::metrics)'s key clones (the map shares each key behind an `Arc`
+//! so the lock only counts a reference).
 
 use core::fmt;
 use core::future::Future;
@@ -134,9 +147,12 @@ struct Shard<K> {
 }
 
 /// A live key, its hash (to grow the table without hashing again) and its bulkhead.
+///
+/// The key is shared (`Arc<K>`) so that [`KeyedBulkhead::metrics`] can take it under the
+/// shard's lock with a reference count and clone the key itself (user code) after the lock.
 struct Entry<K> {
     hash: u64,
-    key: K,
+    key: Arc<K>,
     bulkhead: Arc<Bulkhead>,
 }
 
@@ -532,19 +548,27 @@ impl<K, S> KeyedBulkhead<K, S> {
     /// Goes over the shards one at a time (one lock held at a time).
     pub fn evict_idle(&self) -> usize {
         let mut evicted = 0;
+        // The entries removed from each shard are dropped after its lock is released: a key's
+        // `Drop` and a bulkhead's (its listeners) are user code, which never runs under our
+        // lock (it may call this keyed bulkhead again).
+        let mut removed = Vec::new();
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
-            let before = shard.table.len();
-            shard.table.retain(|entry| !is_idle(&entry.bulkhead));
-            let removed = before - shard.table.len();
-            if removed > 0 {
+            // A shard that a close has passed creates no live key again (`insert`), so its
+            // closed keys need no happens-before with a next holder: nobody holds it but the
+            // map is enough (their semaphores keep their waiters flag once closed).
+            let closed = shard.closed;
+            removed.extend(shard.table.extract_if(|entry| is_idle(&entry.bulkhead, closed)));
+            drop(shard);
+            if !removed.is_empty() {
                 // Gives the places back after the entries are gone, so the count is never
                 // below the entries. Ordering: Relaxed — the bound needs only the count's
                 // modification order (every reservation is an RMW on it); nothing else is
                 // published: the next bulkhead of an evicted key is created under this
                 // same shard's lock, which orders it after the eviction.
-                self.live.fetch_sub(removed, Ordering::Relaxed);
-                evicted += removed;
+                self.live.fetch_sub(removed.len(), Ordering::Relaxed);
+                evicted += removed.len();
+                removed.clear();
             }
         }
         evicted
@@ -617,7 +641,7 @@ where
             }
         }
         let hash = self.hasher.hash_one(key);
-        if let Some(entry) = self.shard(hash).lock().table.find(hash, |e| e.key == *key) {
+        if let Some(entry) = self.shard(hash).lock().table.find(hash, |e| *e.key == *key) {
             return Ok(Arc::clone(&entry.bulkhead));
         }
         self.insert(key, hash)
@@ -635,7 +659,7 @@ where
         }
         let hash = self.hasher.hash_one(key);
         let shard = self.shard(hash).lock();
-        let Some(entry) = shard.table.find(hash, |e| e.key == *key) else {
+        let Some(entry) = shard.table.find(hash, |e| *e.key == *key) else {
             drop(shard);
             return self.insert(key, hash)?.try_acquire_owned().map_err(KeyedFull::Key);
         };
@@ -662,37 +686,51 @@ where
     /// Creates `key` (hash `hash`) in its shard, unless another caller did meanwhile: a place
     /// is reserved in the global count first, so the bound holds across shards. At the bound,
     /// evicts every idle key (shard by shard, without this shard's lock) and tries once more;
-    /// then the fallback key, or [`KeyedFull::TooManyKeys`].
+    /// then the fallback key, or [`KeyedFull::TooManyKeys`]. After [`close`](Self::close),
+    /// a new key is not inserted: the caller gets a closed bulkhead of its own, so it is
+    /// refused with `Closed` (never `TooManyKeys`, however full the map) and takes no place.
+    ///
+    /// The key's clone and its bulkhead's name (the key's `Display`) are user code: they are
+    /// made before the shard's lock is taken, and dropped after it is released when another
+    /// caller created the key first. Only the key's `Hash` and `Eq` run under the lock.
     #[cold]
     #[inline(never)]
     fn insert(&self, key: &K, hash: u64) -> Result<Arc<Bulkhead>, KeyedFull> {
+        let mut new = Some((Arc::new(key.clone()), Arc::new(self.new_bulkhead(key))));
         for attempt in 0..2 {
             if attempt == 1 {
                 // No shard lock is held here: `evict_idle` takes them one at a time.
                 self.evict_idle();
             }
             let mut shard = self.shard(hash).lock();
-            if let Some(entry) = shard.table.find(hash, |e| e.key == *key) {
-                return Ok(Arc::clone(&entry.bulkhead));
+            if let Some(entry) = shard.table.find(hash, |e| *e.key == *key) {
+                let found = Arc::clone(&entry.bulkhead);
+                drop(shard);
+                // Another caller created it: ours is dropped after the lock.
+                drop(new);
+                return Ok(found);
+            }
+            // Ordering: Relaxed — a lone flag (see `close`); `close_keys` also sets this
+            // shard's flag under this lock, which covers a close that has passed the shard.
+            if shard.closed || self.closed.load(Ordering::Relaxed) {
+                drop(shard);
+                let (_, bulkhead) = new.take().expect("made above, taken once");
+                // Closed before this key was created: it refuses as the others do, and it is
+                // not inserted (it would take a place and could never admit anyone).
+                bulkhead.close();
+                return Ok(bulkhead);
             }
             if !self.reserve() {
                 continue;
             }
-            // Gives the place back if creating the key panics (its `Display` or `Clone`).
-            let reservation = Reservation(&self.live);
-            let bulkhead = Arc::new(self.new_bulkhead(key));
-            // Ordering: Relaxed — a lone flag (see `close`); `close_keys` also sets this
-            // shard's flag under this lock, which covers a close that has passed the shard.
-            if shard.closed || self.closed.load(Ordering::Relaxed) {
-                // Closed before this key was created: it refuses as the others do.
-                bulkhead.close();
-            }
-            let entry = Entry { hash, key: key.clone(), bulkhead: Arc::clone(&bulkhead) };
+            let (key, bulkhead) = new.take().expect("made above, taken once");
+            let entry = Entry { hash, key, bulkhead: Arc::clone(&bulkhead) };
+            // The place is the entry's now: `evict_idle` gives it back. Nothing between the
+            // reservation and here runs user code or can fail.
             shard.table.insert_unique(hash, entry, |e| e.hash);
-            // The place is the entry's now: `evict_idle` gives it back.
-            core::mem::forget(reservation);
             return Ok(bulkhead);
         }
+        drop(new);
         match &self.fallback {
             Some((_, bulkhead)) => Ok(Arc::clone(bulkhead)),
             None => Err(self.too_many_keys(key)),
@@ -884,7 +922,7 @@ where
         }
         let hash = self.hasher.hash_one(key);
         let shard = self.shard(hash).lock();
-        shard.table.find(hash, |e| e.key == *key).map(|entry| entry.bulkhead.metrics())
+        shard.table.find(hash, |e| *e.key == *key).map(|entry| entry.bulkhead.metrics())
     }
 
     /// The bulkhead of `key`, if it is live (or is the fallback key), to register listeners,
@@ -907,7 +945,7 @@ where
         }
         let hash = self.hasher.hash_one(key);
         let shard = self.shard(hash).lock();
-        shard.table.find(hash, |e| e.key == *key).map(|entry| Arc::clone(&entry.bulkhead))
+        shard.table.find(hash, |e| *e.key == *key).map(|entry| Arc::clone(&entry.bulkhead))
     }
 
     /// Metrics with a bounded number of labels: the `cap` live keys with the most calls in
@@ -929,11 +967,15 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn metrics(&self, cap: usize) -> KeyedMetrics<K> {
-        let mut all: Vec<(K, BulkheadMetrics)> = Vec::new();
+        // Under each shard's lock the keys are only shared (a reference count): cloning a
+        // key is user code, done after the locks, as is dropping the shared handles.
+        let mut shared: Vec<(Arc<K>, BulkheadMetrics)> = Vec::new();
         for shard in self.shards.iter() {
             let shard = shard.lock();
-            all.extend(shard.table.iter().map(|e| (e.key.clone(), e.bulkhead.metrics())));
+            shared.extend(shard.table.iter().map(|e| (Arc::clone(&e.key), e.bulkhead.metrics())));
         }
+        let mut all: Vec<(K, BulkheadMetrics)> =
+            shared.into_iter().map(|(key, m)| (K::clone(&key), m)).collect();
         if let Some((key, bulkhead)) = &self.fallback {
             all.push((key.clone(), bulkhead.metrics()));
         }
@@ -977,18 +1019,6 @@ fn both<'a>(
     }
 }
 
-/// A place reserved in the count of live keys, given back on drop: held while a key is
-/// created, forgotten once it is inserted.
-struct Reservation<'a>(&'a AtomicUsize);
-
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        // Ordering: Relaxed — as the release in `evict_idle`: only the count's modification
-        // order matters, nothing is published through it.
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// Whether a refusal read from `word` reaches user code (listeners, counters, a `tracing`
 /// subscriber): the condition under which `Bulkhead::reject` does more than build the error.
 #[inline]
@@ -997,7 +1027,8 @@ fn observed(word: Word) -> bool {
 }
 
 /// Whether a key's bulkhead may be evicted: nobody holds it but the map, and its last
-/// release happens-before this check. Called with its shard's lock held.
+/// release happens-before this check. Called with its shard's lock held; `closed` is the
+/// shard's close flag.
 ///
 /// - The count: every clone of the `Arc` is made under its shard's lock (look-ups), and the
 ///   callers hold theirs from the look-up until their permit is dropped or their wait ends;
@@ -1007,8 +1038,12 @@ fn observed(word: Word) -> bool {
 /// - The Acquire read of the semaphore: the count is read Relaxed (`Arc::strong_count`),
 ///   which orders nothing; without it, the next caller of the key, admitted by a new
 ///   bulkhead, could miss the last holder's writes (loom found this in the same scenario).
-fn is_idle(bulkhead: &Arc<Bulkhead>) -> bool {
-    Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()
+/// - A closed shard: no caller of the key is admitted again (a key created in a closed shard
+///   is closed and never inserted), so the count alone decides. A closed semaphore keeps its
+///   waiters flag set for good, so `is_idle_acquire` never says yes for it (before this, a
+///   closed key was never idle and `evict_idle` evicted nothing after `close`).
+fn is_idle(bulkhead: &Arc<Bulkhead>, closed: bool) -> bool {
+    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())
 }
 
 impl<K: fmt::Debug, S> fmt::Debug for KeyedBulkhead<K, S> {

@@ -145,13 +145,21 @@ impl BulkheadRegistry {
         if let Some(entry) = self.inner.read().keyed.get(name) {
             return downcast(name, entry);
         }
-        let mut inner = self.inner.write();
-        // Another thread may have created it between the two locks: the first one wins.
-        if let Some(entry) = inner.keyed.get(name) {
-            return downcast(name, entry);
-        }
+        // Built before the lock: building runs the keys' `Display` (the fallback key's
+        // bulkhead is named after it), and a failed or unused build drops the builder's keys,
+        // user code that never runs under our lock. A build that loses the race below is
+        // dropped after the lock.
         let keyed = Arc::new(builder.named(name).build().map_err(RegistryError::Config)?);
+        let mut inner = self.inner.write();
+        // Another thread may have created it meanwhile: the first one wins.
+        if let Some(entry) = inner.keyed.get(name) {
+            let found = downcast(name, entry);
+            drop(inner);
+            drop(keyed);
+            return found;
+        }
         inner.keyed.insert(name.to_owned(), Arc::clone(&keyed) as Arc<dyn AnyKeyed>);
+        drop(inner);
         Ok(keyed)
     }
 
@@ -189,7 +197,10 @@ impl BulkheadRegistry {
     /// # Ok::<(), bulkhead::RegistryError>(())
     /// ```
     pub fn remove_keyed(&self, name: &str) -> bool {
-        self.inner.write().keyed.remove(name).is_some()
+        // Dropped after the lock: if this was the last `Arc`, dropping it drops the keys and
+        // the listeners (user code).
+        let removed = self.inner.write().keyed.remove(name);
+        removed.is_some()
     }
 
     /// The names of every registered keyed bulkhead, sorted.

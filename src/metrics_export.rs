@@ -214,9 +214,11 @@ impl Waits {
         }
     }
 
-    /// Feeds the samples that arrived since the last call. `total` counts every wait with
-    /// this outcome, zero or not; `now` holds the slow-path (non-zero) ones.
-    fn feed(&mut self, total: u64, now: &WaitSnapshot) {
+    /// Takes the samples that arrived since the last call, to feed to the recorder after the
+    /// lock (see [`Fed::record`]). `total` counts every wait with this outcome, zero or not;
+    /// `now` holds the slow-path (non-zero) ones.
+    fn feed(&mut self, total: u64, now: &WaitSnapshot) -> Fed {
+        let mut fed = Fed { histogram: self.histogram.clone(), samples: Vec::new() };
         for bucket in 0..BUCKETS {
             let count = now.count[bucket].wrapping_sub(self.fed.count[bucket]);
             if count == 0 {
@@ -226,7 +228,7 @@ impl Waits {
             // The samples' mean: their sum stays exact, and a mean of waits within a
             // bucket's bounds is within them too.
             let mean = nanos as f64 / count as f64 / 1e9;
-            self.histogram.record_many(mean, usize::try_from(count).unwrap_or(usize::MAX));
+            fed.samples.push((mean, usize::try_from(count).unwrap_or(usize::MAX)));
         }
         self.fed = *now;
         // The counters and the slow-path samples are read one after the other: a wait that
@@ -236,8 +238,25 @@ impl Waits {
         let zero = total.saturating_sub(slow);
         if zero > self.zero {
             let new = usize::try_from(zero - self.zero).unwrap_or(usize::MAX);
-            self.histogram.record_many(0.0, new);
+            fed.samples.push((0.0, new));
             self.zero = zero;
+        }
+        fed
+    }
+}
+
+/// Samples taken from a [`Waits`] under its lock, recorded after it: the recorder is user
+/// code (it may scrape, or register, from inside), which never runs under a lock of ours.
+struct Fed {
+    histogram: Histogram,
+    /// (wait in seconds, how many), for `record_many`.
+    samples: Vec<(f64, usize)>,
+}
+
+impl Fed {
+    fn record(self) {
+        for (value, count) in self.samples {
+            self.histogram.record_many(value, count);
         }
     }
 }
@@ -264,8 +283,13 @@ impl Inner {
         let mut waits = self.waits.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let rejected = counts.rejected.iter().fold(0u64, |sum, n| sum.wrapping_add(*n));
         let [permitted_waits, rejected_waits] = &mut *waits;
-        permitted_waits.feed(counts.permitted, &counters.waits(Outcome::Permitted));
-        rejected_waits.feed(rejected, &counters.waits(Outcome::Rejected));
+        // Each sample is taken once under the lock (two concurrent collections never feed it
+        // twice), and handed to the recorder after it.
+        let permitted = permitted_waits.feed(counts.permitted, &counters.waits(Outcome::Permitted));
+        let rejected = rejected_waits.feed(rejected, &counters.waits(Outcome::Rejected));
+        drop(waits);
+        permitted.record();
+        rejected.record();
     }
 }
 
@@ -716,12 +740,15 @@ impl KeyedSeries {
         let o = &snapshot.others;
         keyed_gauges(name, OTHER_KEYS, o.available, o.max_allowed, o.in_flight, o.waiting);
         gauge!(KEYED_OTHER_KEYS, "name" => name.to_owned()).set(snapshot.other_keys as f64);
+        // The labels that left the top `cap` are taken under the lock and zeroed after it:
+        // the recorder is user code, which never runs under a lock of ours.
         let mut exported = self.exported.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        for gone in exported.iter().filter(|label| !now.contains(label)) {
+        let mut gone = core::mem::replace(&mut *exported, now.clone());
+        drop(exported);
+        gone.retain(|label| !now.contains(label));
+        for gone in &gone {
             keyed_gauges(name, gone, 0, 0, 0, 0);
         }
-        *exported = now;
-        drop(exported);
         if let Some(total) = keyed.total() {
             record(total);
         }

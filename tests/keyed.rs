@@ -217,3 +217,47 @@ fn keyed_types_are_send_and_sync_and_futures_send() {
     send(&keyed.acquire_async(&key));
     send(&keyed.call_async(&key, async { 1 }));
 }
+
+/// Issue 17: a closed keyed bulkhead whose map is full refuses a new key with `Closed`, not
+/// `TooManyKeys` (the map's bound is not why it is refused), and the key takes no place.
+#[test]
+fn closed_full_map_refuses_a_new_key_as_closed() {
+    let keyed = KeyedBulkhead::<u32>::builder("api")
+        .default_config(config(1, Duration::ZERO))
+        .max_keys(1)
+        .build()
+        .unwrap();
+    let busy = keyed.try_acquire(&1).unwrap();
+    assert!(matches!(keyed.try_acquire(&2), Err(KeyedFull::TooManyKeys { .. })), "open and full");
+    assert!(keyed.close());
+    for refused in [keyed.try_acquire(&2).unwrap_err(), keyed.acquire(&2).unwrap_err()] {
+        assert_eq!(refused.reason(), Some(RejectReason::Closed), "{refused:?}");
+        assert!(matches!(&refused, KeyedFull::Key(full) if full.bulkhead_name() == "api/2"));
+    }
+    assert_eq!(keyed.live_keys(), 1, "the refused key took no place");
+    drop(busy);
+    assert!(keyed.wait_drained(Duration::ZERO));
+}
+
+/// Issue 17: `evict_idle` after `close` evicts the idle keys (a closed key used to never
+/// count as idle, so a closed keyed bulkhead kept every key until dropped), and never a
+/// key with a call in flight.
+#[test]
+fn evict_idle_after_close_evicts_idle_closed_keys() {
+    let keyed = KeyedBulkhead::<u32>::builder("api").shards(4).build().unwrap();
+    for key in 0..8 {
+        drop(keyed.try_acquire(&key).unwrap());
+    }
+    let busy = keyed.try_acquire(&8).unwrap();
+    assert_eq!(keyed.live_keys(), 9);
+    assert!(keyed.close());
+    assert_eq!(keyed.evict_idle(), 8, "every idle closed key");
+    assert_eq!(keyed.live_keys(), 1);
+    assert!(keyed.key_metrics(&8).is_some(), "the busy key stays");
+    drop(busy);
+    assert_eq!(keyed.evict_idle(), 1);
+    assert_eq!(keyed.live_keys(), 0);
+    // Still closed afterwards, for every key.
+    assert_eq!(keyed.try_acquire(&8).unwrap_err().reason(), Some(RejectReason::Closed));
+    assert_eq!(keyed.live_keys(), 0);
+}

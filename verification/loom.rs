@@ -441,3 +441,60 @@ fn close_with_two_queued_waiters_racing_release() {
         scenarios_reentrant::close_with_queued_waiters_racing_release_grants_none_after(2)
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 17, keyed and adaptive kinds: `scenarios_family.rs`.
+// ---------------------------------------------------------------------------------------
+
+#[path = "scenarios_family.rs"]
+mod scenarios_family;
+
+/// Filter with `family::` to run only these.
+mod family {
+    use super::{run_model, scenarios_family};
+
+    /// Two callers create the same new key, `max_keys` 1: neither is refused, one key live.
+    #[test]
+    fn keyed_same_new_key_racing_keeps_live_keys_max_one() {
+        run_model("keyed_same_new_key_racing_keeps_live_keys_max_one", || {
+            scenarios_family::keyed_same_new_key_racing_keeps_live_keys(1)
+        });
+    }
+
+    /// The same with `max_keys` 2: both can reserve a place; the loser gives its back.
+    #[test]
+    fn keyed_same_new_key_racing_keeps_live_keys_max_two() {
+        run_model("keyed_same_new_key_racing_keeps_live_keys_max_two", || {
+            scenarios_family::keyed_same_new_key_racing_keeps_live_keys(2)
+        });
+    }
+
+    /// Two callers on key 0 and one on key 1 (key limit 1, total 2 counting, with a listener):
+    /// the total's counters and events see exactly the admitted calls.
+    #[test]
+    fn keyed_key_refusal_leaves_total_untouched() {
+        run_model(
+            "keyed_key_refusal_leaves_total_untouched",
+            scenarios_family::keyed_key_refusal_leaves_total_untouched,
+        );
+    }
+
+    /// A failure shrinks the limit while a caller is queued: it is admitted under the new limit.
+    #[test]
+    fn adaptive_failure_shrinks_limit_before_queued_caller_is_admitted() {
+        run_model(
+            "adaptive_failure_shrinks_limit_before_queued_caller_is_admitted",
+            scenarios_family::adaptive_failure_shrinks_limit_before_queued_caller_is_admitted,
+        );
+    }
+
+    /// `close` racing a new key at a full map: refused `TooManyKeys` or `Closed`, never
+    /// inserted; closed keys are idle once released.
+    #[test]
+    fn keyed_close_racing_new_key_at_full_map() {
+        run_model(
+            "keyed_close_racing_new_key_at_full_map",
+            scenarios_family::keyed_close_racing_new_key_at_full_map,
+        );
+    }
+}

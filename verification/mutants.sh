@@ -120,6 +120,12 @@ MUTANTS=(
     keyed_evicts_by_metrics
     keyed_evicts_without_acquire
     keyed_bound_without_reservation
+    keyed_closed_full_map_too_many_keys
+    keyed_closed_key_never_idle
+    keyed_same_key_reserves_before_lookup
+    keyed_try_takes_total_before_key
+    adaptive_releases_before_recording
+    adaptive_limit_applied_without_recheck
 )
 ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed "
 
@@ -163,6 +169,12 @@ describe() {
     keyed_evicts_by_metrics) echo "keyed: idle means nothing in flight or waiting (misses a caller between look-up and acquire)" ;;
     keyed_evicts_without_acquire) echo "keyed: idle means only the map holds the Arc (no Acquire: the next holder may miss the last one's writes)" ;;
     keyed_bound_without_reservation) echo "keyed: a new key checks the live count, then adds itself (no CAS: two shards both take the last place)" ;;
+    keyed_closed_full_map_too_many_keys) echo "keyed (issue 17): after close, a new key at a full map is refused TooManyKeys, not Closed" ;;
+    keyed_closed_key_never_idle) echo "keyed (issue 17): a closed key never counts as idle (evict_idle evicts nothing after close)" ;;
+    keyed_same_key_reserves_before_lookup) echo "keyed (issue 17): a new key reserves its place before the look-up; one that finds the key created meanwhile keeps the place (leak)" ;;
+    keyed_try_takes_total_before_key) echo "keyed (issue 17): try_acquire takes the total before the key (a key refusal takes, counts and releases a total slot)" ;;
+    adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
+    adaptive_releases_before_recording) echo "adaptive (issue 17): a permit is released before its sample is recorded (a queued caller is admitted under the limit before the failure)" ;;
     esac
 }
 
@@ -290,15 +302,37 @@ apply() {
         let total = self.total.as_deref().map(Bulkhead::acquire);' '        let total = self.total.as_deref().map(Bulkhead::acquire);
         let key_permit = bulkhead.acquire_owned().map_err(KeyedFull::Key)?;' ;;
     keyed_evicts_by_metrics)
-        mutate src/keyed.rs '    Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()' '    bulkhead.sem().is_idle_acquire()' ;;
+        mutate src/keyed.rs '    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())' '    closed || bulkhead.sem().is_idle_acquire()' ;;
     keyed_evicts_without_acquire)
-        mutate src/keyed.rs '    Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()' '    Arc::strong_count(bulkhead) == 1' ;;
+        mutate src/keyed.rs '    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())' '    Arc::strong_count(bulkhead) == 1 && (closed || true)' ;;
     keyed_bound_without_reservation)
         mutate src/keyed.rs '            match self.live.compare_exchange(live, live + 1, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return true,
                 Err(now) => live = now,
             }' '            self.live.fetch_add(1, Ordering::Relaxed);
             return true;' ;;
+    keyed_closed_full_map_too_many_keys)
+        mutate src/keyed.rs '            if shard.closed || self.closed.load(Ordering::Relaxed) {' '            if (shard.closed || self.closed.load(Ordering::Relaxed)) && self.live_keys() < self.max_keys {' ;;
+    keyed_closed_key_never_idle)
+        mutate src/keyed.rs '    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())' '    Arc::strong_count(bulkhead) == 1 && (!closed && bulkhead.sem().is_idle_acquire())' ;;
+    keyed_same_key_reserves_before_lookup)
+        mutate src/keyed.rs '            let mut shard = self.shard(hash).lock();
+            if let Some(entry) = shard.table.find(hash, |e| *e.key == *key) {
+                let found = Arc::clone(&entry.bulkhead);' '            let reserved = self.reserve();
+            let mut shard = self.shard(hash).lock();
+            if let Some(entry) = shard.table.find(hash, |e| *e.key == *key) {
+                let found = Arc::clone(&entry.bulkhead);' &&
+        mutate src/keyed.rs '            if !self.reserve() {' '            if !reserved {' ;;
+    keyed_try_takes_total_before_key)
+        mutate src/keyed.rs '        let key_permit = self.try_key(key)?;
+        let total = self.total.as_deref().map(Bulkhead::try_acquire);' '        let total = self.total.as_deref().map(Bulkhead::try_acquire);
+        let key_permit = self.try_key(key)?;' ;;
+    adaptive_releases_before_recording)
+        mutate src/adaptive/mod.rs '        self.owner.record(Sample { latency, in_flight: self.in_flight, outcome });
+        drop(self.permit.take());' '        drop(self.permit.take());
+        self.owner.record(Sample { latency, in_flight: self.in_flight, outcome });' ;;
+    adaptive_limit_applied_without_recheck)
+        mutate src/adaptive/mod.rs '            if latest == limit {' '            if latest == limit || true {' ;;
     *)
         echo "unknown mutant $1" >&2
         return 1 ;;

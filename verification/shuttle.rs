@@ -270,3 +270,42 @@ fn replay() {
     };
     Runner::new(ReplayScheduler::new_from_encoded(&schedule), config()).run(body);
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 17, keyed and adaptive kinds: `scenarios_family.rs`. Filter with `family::`.
+// ---------------------------------------------------------------------------------------
+
+#[path = "scenarios_family.rs"]
+mod scenarios_family;
+
+mod family {
+    use super::*;
+
+    scenarios! {
+        keyed_same_new_key_racing_keeps_live_keys_max_one =>
+            crate::scenarios_family::keyed_same_new_key_racing_keeps_live_keys(1);
+        keyed_same_new_key_racing_keeps_live_keys_max_two =>
+            crate::scenarios_family::keyed_same_new_key_racing_keeps_live_keys(2);
+        keyed_key_refusal_leaves_total_untouched =>
+            crate::scenarios_family::keyed_key_refusal_leaves_total_untouched();
+        adaptive_failure_shrinks_limit_before_queued_caller_is_admitted =>
+            crate::scenarios_family::adaptive_failure_shrinks_limit_before_queued_caller_is_admitted();
+        keyed_close_racing_new_key_at_full_map =>
+            crate::scenarios_family::keyed_close_racing_new_key_at_full_map();
+    }
+
+    /// As `replay` above, for these scenarios: `SHUTTLE_REPLAY_SCENARIO=<name>
+    /// SHUTTLE_REPLAY_SCHEDULE=<schedule> ... cargo test ... family::replay -- --ignored`.
+    #[test]
+    #[ignore = "replays a schedule given in SHUTTLE_REPLAY_SCHEDULE"]
+    fn replay() {
+        let name = std::env::var("SHUTTLE_REPLAY_SCENARIO").expect("set SHUTTLE_REPLAY_SCENARIO");
+        let schedule =
+            std::env::var("SHUTTLE_REPLAY_SCHEDULE").expect("set SHUTTLE_REPLAY_SCHEDULE");
+        let Some(&(_, body)) = SCENARIOS.iter().find(|(n, _)| *n == name) else {
+            let names: Vec<_> = SCENARIOS.iter().map(|(n, _)| *n).collect();
+            panic!("unknown scenario {name}; one of {names:?}");
+        };
+        Runner::new(ReplayScheduler::new_from_encoded(&schedule), config()).run(body);
+    }
+}

@@ -197,6 +197,10 @@ pub struct Estimates {
 /// ```
 pub trait LimitAlgorithm: Send + 'static {
     /// The new limit after `sample`, given the limit in force and its bounds.
+    ///
+    /// Runs under the adaptive bulkhead's controller lock (one sample at a time): it must
+    /// not call back into the bulkhead (that would deadlock); the limit it returns is
+    /// applied, and listeners are told, after the lock is released.
     fn update(&mut self, sample: &Sample, limits: Limits) -> usize;
 
     /// The algorithm's estimates, for metrics. None by default.

@@ -23,6 +23,16 @@
 //! compare-and-swap each way) and the algorithm's arithmetic; `benches/results/adaptive.md`
 //! has the instruction counts.
 //!
+//! # User code and the controller's lock
+//!
+//! The controller's lock is held only to feed a sample to the algorithm and read its new
+//! limit. The algorithm's [`LimitAlgorithm::update`] and `estimates` run under it (they are
+//! the state it protects: keep them to arithmetic, and never call the bulkhead from them).
+//! Nothing else of the user's does: the new limit reaches the engine after the lock (a
+//! grown limit wakes queued callers, whose wakers may call the bulkhead), limit-change
+//! listeners run after it, a removed listener is dropped after the listeners' lock, and a
+//! classifier (`call_classified`) runs with only the permit held.
+//!
 //! # Examples
 //!
 //! ```
@@ -552,8 +562,9 @@ impl AdaptiveBulkhead {
     /// Registers a listener called after every limit change, with the old and new limits,
     /// on the thread that recorded the sample, after the controller's lock is released
     /// (a listener may read [`adaptive_metrics`](Self::adaptive_metrics)). Two changes
-    /// recorded on different threads at once may reach listeners out of order; each
-    /// event's `old -> new` is exact. The returned handle removes the listener
+    /// recorded on different threads at once may reach listeners (and, for a moment, the
+    /// engine) out of order; each event's `old -> new` is exact, and the engine always ends
+    /// at the controller's last limit. The returned handle removes the listener
     /// ([`ListenerHandle::remove`](crate::ListenerHandle::remove): no change recorded after
     /// it returns reaches it); dropping the handle keeps it.
     ///
@@ -575,11 +586,18 @@ impl AdaptiveBulkhead {
         listener: impl Fn(&LimitChanged<'_>) + Send + Sync + 'static,
     ) -> crate::ListenerHandle {
         let active = Arc::new(AtomicBool::new(true));
+        let listener: Arc<Listener> = Arc::new(Box::new(listener));
         let mut listeners = self.listeners.lock();
-        // Removed listeners are dropped here, under the lock (changes clone the list).
+        // Removed listeners are taken out under the lock (changes clone the list) and
+        // dropped after it: a listener's captures are user values, whose `Drop` may call
+        // this bulkhead again.
         // Ordering: Relaxed — the flag guards no data (see `ListenerHandle::remove`).
-        listeners.retain(|(active, _)| active.load(Ordering::Relaxed));
-        listeners.push((Arc::clone(&active), Arc::new(Box::new(listener))));
+        let (kept, removed): (Vec<_>, Vec<_>) =
+            listeners.drain(..).partition(|(active, _)| active.load(Ordering::Relaxed));
+        *listeners = kept;
+        listeners.push((Arc::clone(&active), listener));
+        drop(listeners);
+        drop(removed);
         crate::ListenerHandle { active }
     }
 
@@ -610,11 +628,9 @@ impl AdaptiveBulkhead {
                 return;
             }
             controller.limit = new;
-            // Applied under the controller's lock, so limits reach the engine in the order
-            // the algorithm produced them. `change_config` never blocks.
-            self.bulkhead.change_config(self.config_with(new));
             (old, new, controller.algorithm.estimates())
         };
+        self.apply_limit(change.1);
         let listeners: Vec<(Arc<AtomicBool>, Arc<Listener>)> = self.listeners.lock().clone();
         let event = LimitChanged {
             name: self.bulkhead.name(),
@@ -629,6 +645,29 @@ impl AdaptiveBulkhead {
                 // A panicking listener must not stop the others (nor poison anything).
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener(&event)));
             }
+        }
+    }
+
+    /// Applies `limit` (just set in the controller) to the engine, after the controller's
+    /// lock: growing the limit grants queued callers and wakes them, and a waker is user
+    /// code (it may call this bulkhead again, or drop a permit of it).
+    ///
+    /// Two changes recorded at once may then reach the engine in either order, so each
+    /// recorder reads the controller's limit again after applying, and applies that, until
+    /// what it applied is the controller's limit. The last `change_config` of all is thus
+    /// always the controller's last limit: whoever made it read that limit afterwards (a
+    /// later change would be applied later still by its own recorder). And a recorder
+    /// returns, so its permit is released, only once the engine has had a limit at least as
+    /// recent as its own sample's (`AdaptivePermit`'s drop records before it releases).
+    fn apply_limit(&self, mut limit: usize) {
+        loop {
+            // `change_config` never blocks.
+            self.bulkhead.change_config(self.config_with(limit));
+            let latest = self.controller.lock().limit;
+            if latest == limit {
+                return;
+            }
+            limit = latest;
         }
     }
 

@@ -1,0 +1,259 @@
+//! Scenario bodies for the kinds of bug issue 17 found no check for, in the keyed and
+//! adaptive bulkheads (the engine's are in `scenarios.rs`). Included by `loom.rs` and
+//! `shuttle.rs` next to `scenarios.rs`, and programmed against the same `rt` adapter; they
+//! reuse its helpers ([`Occupancy`], [`assert_quiescent`], the keyed scenarios' map).
+//!
+//! As in `scenarios.rs`, nothing panics while a permit is held: a violation is recorded and
+//! raised once every thread is joined.
+
+use core::sync::atomic::Ordering::SeqCst;
+use core::time::Duration;
+use std::sync::Arc;
+
+use bulkhead::keyed::KeyedFull;
+use bulkhead::{BulkheadEventKind, RejectReason};
+
+use super::rt::{self, AtomicUsize};
+use super::scenarios::{assert_quiescent, KeyHasher, Keyed, Occupancy};
+
+fn config(limit: usize, wait: Duration) -> bulkhead::BulkheadConfig {
+    bulkhead::BulkheadConfig::builder()
+        .max_concurrent_calls(limit)
+        .max_wait_duration(wait)
+        .build()
+        .expect("valid config")
+}
+
+fn keyed(key_limit: usize, total: Option<usize>, max_keys: usize) -> Arc<Keyed> {
+    let mut builder = bulkhead::keyed::KeyedBulkhead::builder("keyed")
+        .default_config(config(key_limit, Duration::ZERO))
+        .max_keys(max_keys)
+        .shards(2)
+        .hasher(core::hash::BuildHasherDefault::<KeyHasher>::default());
+    if let Some(total) = total {
+        builder = builder.total(config(total, Duration::ZERO));
+    }
+    Arc::new(builder.build().expect("valid keyed config"))
+}
+
+fn join<T>(handle: rt::JoinHandle<T>) -> T {
+    match handle.join() {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+fn wait_until(mut cond: impl FnMut() -> bool) {
+    while !cond() {
+        rt::yield_now();
+    }
+}
+
+/// Two callers create the same new key at once (`try_acquire` of key 4, key limit 2, so both
+/// are admitted), with `max_keys` 1 or 2 (at 2 both can reserve a place before either
+/// inserts). The key is created once and no place leaks: afterwards exactly one key is live
+/// and the count equals the entries; neither caller is refused (a key being created by
+/// another caller is never `TooManyKeys`, nor is an existing one); a second key (key 6,
+/// same shard) still gets a place (a free one, or key 4's once evicted as idle), and
+/// evicting every idle key brings the count to 0.
+pub fn keyed_same_new_key_racing_keeps_live_keys(max_keys: usize) {
+    let keyed = keyed(2, None, max_keys);
+    let refused = Arc::new(AtomicUsize::new(0));
+    let caller = {
+        let (keyed, refused) = (Arc::clone(&keyed), Arc::clone(&refused));
+        move || match keyed.try_acquire(&4) {
+            Ok(permit) => drop(permit),
+            Err(_) => {
+                refused.fetch_add(1, SeqCst);
+            }
+        }
+    };
+    let other = rt::spawn(caller.clone());
+    caller();
+    join(other);
+    assert_eq!(refused.load(SeqCst), 0, "a caller of a key being created was refused");
+    let entries = keyed.metrics(usize::MAX);
+    let entries = entries.keys.len() + entries.other_keys;
+    assert_eq!(entries, 1, "key 4 created twice");
+    assert_eq!(keyed.live_keys(), 1, "a reserved place leaked (or was never taken)");
+    assert_quiescent(&keyed.key_bulkhead(&4).expect("key 4 live"), 2);
+    drop(keyed.try_acquire(&6).expect("a place for a second key"));
+    let live = keyed.live_keys();
+    assert_eq!(live, max_keys.min(2), "places after a second key");
+    assert_eq!(keyed.evict_idle(), live);
+    assert_eq!(keyed.live_keys(), 0, "places not all given back");
+}
+
+/// A keyed call that its key refuses never takes, holds or counts a slot of the total.
+/// Key limit 1, a total of 3 with counters and a listener; two callers on key 0 and one on
+/// key 1 (`try_acquire`). Three callers hold at most 3 slots of the total (a permit releases
+/// its key's slot before the total's, so a total of 2 could refuse a caller whose key was
+/// just released), so the total never refuses anyone, and it sees exactly the admitted calls: its counters say `permitted == finished
+/// == admitted` and no rejection, its listener heard as many `CallPermitted` and
+/// `CallFinished` and no `CallRejected`, and nothing of it is held while a caller is refused.
+/// Every call is admitted or refused by its key with `Full`.
+pub fn keyed_key_refusal_leaves_total_untouched() {
+    let keyed = keyed(1, Some(3), 2);
+    let total = keyed.total().expect("a total");
+    total.enable_counters();
+    let heard = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)]);
+    {
+        let heard = Arc::clone(&heard);
+        let _keep = total.on_event(move |event| {
+            let slot = match event.kind() {
+                BulkheadEventKind::CallPermitted => 0,
+                BulkheadEventKind::CallFinished => 1,
+                _ => 2,
+            };
+            heard[slot].fetch_add(1, SeqCst);
+        });
+    }
+    let occupancy = Occupancy::new(2);
+    let admitted = Arc::new(AtomicUsize::new(0));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let caller = {
+        let (keyed, occupancy, admitted, refused) = (
+            Arc::clone(&keyed),
+            Arc::clone(&occupancy),
+            Arc::clone(&admitted),
+            Arc::clone(&refused),
+        );
+        move |key: usize| match keyed.try_acquire(&key) {
+            Ok(permit) => {
+                occupancy.work();
+                drop(permit);
+                admitted.fetch_add(1, SeqCst);
+            }
+            Err(KeyedFull::Key(full)) if full.reason() == RejectReason::Full => {
+                refused.fetch_add(1, SeqCst);
+            }
+            Err(other) => panic!("key {key} refused by {other}"),
+        }
+    };
+    let handles: Vec<_> = [0, 1]
+        .into_iter()
+        .map(|key| {
+            let caller = caller.clone();
+            rt::spawn(move || caller(key))
+        })
+        .collect();
+    caller(0);
+    handles.into_iter().for_each(join);
+    let admitted = admitted.load(SeqCst);
+    assert_eq!(admitted + refused.load(SeqCst), 3, "a call neither admitted nor refused");
+    occupancy.check(admitted);
+    let m = keyed.total_metrics().expect("a total");
+    assert_eq!(m.calls_rejected_total(), 0, "the total refused someone: {m:?}");
+    assert_eq!(m.calls_permitted(), admitted as u64, "the total counted a refused call");
+    assert_eq!(m.calls_finished(), admitted as u64, "the total counted a refused call");
+    let heard: Vec<usize> = heard.iter().map(|n| n.load(SeqCst)).collect();
+    assert_eq!(heard, [admitted, admitted, 0], "the total's listener heard a refused call");
+    assert_quiescent(keyed.total().expect("a total"), 3);
+    for key in [0, 1] {
+        if let Some(bulkhead) = keyed.key_bulkhead(&key) {
+            assert_quiescent(&bulkhead, 1);
+        }
+    }
+}
+
+/// An adaptive call's failure reaches the controller before its permit passes to a queued
+/// caller. Cap 2, limit 2, an algorithm that takes one off per failure and keeps the limit
+/// on a success. The main thread holds a permit (B); thread A holds the other, and fails once
+/// thread C is queued for one (unbounded wait). The failure shrinks the limit to 1 while B
+/// and A are in flight, so A's release pays the debt and C must wait for B's release: C
+/// is never inside alongside B. (Released before the sample is recorded, A's permit went to
+/// C under the old limit of 2.)
+pub fn adaptive_failure_shrinks_limit_before_queued_caller_is_admitted() {
+    use bulkhead::adaptive::{AdaptiveBulkhead, LimitAlgorithm, Limits, Outcome, Sample};
+
+    struct DownOnFailure;
+    impl LimitAlgorithm for DownOnFailure {
+        fn update(&mut self, sample: &Sample, limits: Limits) -> usize {
+            match sample.outcome {
+                Outcome::Failure => limits.current - 1,
+                _ => limits.current,
+            }
+        }
+    }
+
+    let adaptive = Arc::new(
+        AdaptiveBulkhead::builder("adaptive_shrink", config(2, Duration::MAX))
+            .algorithm(DownOnFailure)
+            .build()
+            .expect("valid bounds"),
+    );
+    let b = adaptive.try_acquire().expect("B: limit 2, nobody in");
+    let a_holds = Arc::new(AtomicUsize::new(0));
+    let b_released = Arc::new(AtomicUsize::new(0));
+    let violations = Arc::new(AtomicUsize::new(0));
+    let a = {
+        let (adaptive, a_holds) = (Arc::clone(&adaptive), Arc::clone(&a_holds));
+        rt::spawn(move || {
+            let permit = adaptive.try_acquire().expect("A: one permit left");
+            a_holds.store(1, SeqCst);
+            wait_until(|| adaptive.bulkhead().metrics().waiting_calls() == 1);
+            permit.fail();
+        })
+    };
+    let c = {
+        let (adaptive, a_holds, b_released, violations) = (
+            Arc::clone(&adaptive),
+            Arc::clone(&a_holds),
+            Arc::clone(&b_released),
+            Arc::clone(&violations),
+        );
+        rt::spawn(move || {
+            wait_until(|| a_holds.load(SeqCst) == 1);
+            let permit = adaptive.acquire().expect("C: an unbounded wait is granted");
+            if b_released.load(SeqCst) == 0 {
+                // Admitted while B holds its permit, under a limit of 1.
+                violations.fetch_add(1, SeqCst);
+            }
+            permit.succeed();
+        })
+    };
+    join(a);
+    assert_eq!(adaptive.limit(), 1, "the failure shrank the limit");
+    b_released.store(1, SeqCst);
+    b.succeed();
+    join(c);
+    assert_eq!(
+        violations.load(SeqCst),
+        0,
+        "a queued caller was admitted under the limit from before the failure"
+    );
+    assert_eq!(adaptive.limit(), 1);
+    assert_eq!(adaptive.bulkhead().metrics().max_allowed_concurrent_calls(), 1);
+    assert_quiescent(adaptive.bulkhead(), 1);
+}
+
+/// `close` racing a new key at a full map: `max_keys` 1, key 0 held by the main thread, one
+/// thread tries key 1 while another closes. Key 1 is refused either way: `TooManyKeys` if
+/// its look-up came first, `Closed` after, and never inserted (one key live throughout).
+/// Once closed, a new key is refused `Closed` however full the map; once key 0 is released
+/// it is idle although closed, and `evict_idle` gives its place back.
+pub fn keyed_close_racing_new_key_at_full_map() {
+    let keyed = keyed(1, None, 1);
+    let held = keyed.try_acquire(&0).expect("key 0, the only place");
+    let newcomer = {
+        let keyed = Arc::clone(&keyed);
+        rt::spawn(move || match keyed.try_acquire(&1) {
+            Ok(_) => panic!("key 1 admitted: the map is full and key 0 busy"),
+            Err(KeyedFull::TooManyKeys { .. }) => false,
+            Err(KeyedFull::Key(full)) if full.reason() == RejectReason::Closed => true,
+            Err(other) => panic!("key 1 refused by {other}"),
+        })
+    };
+    let closer = {
+        let keyed = Arc::clone(&keyed);
+        rt::spawn(move || assert!(keyed.close()))
+    };
+    let _closed_first = join(newcomer);
+    join(closer);
+    assert_eq!(keyed.live_keys(), 1, "a refused key took a place");
+    let after = keyed.try_acquire(&3).expect_err("closed");
+    assert_eq!(after.reason(), Some(RejectReason::Closed), "after close: {after:?}");
+    drop(held);
+    assert_eq!(keyed.evict_idle(), 1, "the closed, idle key 0 is evicted");
+    assert_eq!(keyed.live_keys(), 0);
+}
