@@ -418,6 +418,8 @@ impl BulkheadRegistry {
         if source.defined.contains(name) {
             return None;
         }
+        #[cfg(not(feature = "tracing"))]
+        let _ = source;
         #[cfg(feature = "tracing")]
         tracing::warn!(
             target: "bulkhead",
@@ -520,20 +522,32 @@ impl BulkheadRegistry {
         if let Some(entry) = self.inner.read().entries.get(name) {
             return Arc::clone(&entry.bulkhead);
         }
-        let mut inner = self.inner.write();
-        // Another thread may have created it between the two locks: the first one wins.
-        if let Some(entry) = inner.entries.get(name) {
-            return Arc::clone(&entry.bulkhead);
-        }
+        // The caller's values (tags' conversions) run before the write lock, not under it.
         let (config, tags) = make();
-        if with_default && self.note_undefined(name).is_some() {
+        let bulkhead = Arc::new(Bulkhead::new(name, config));
+        let mut inner = self.inner.write();
+        // Another thread may have created it between the two locks: the first one wins, and
+        // ours (with the tags) is dropped after unlocking.
+        if let Some(entry) = inner.entries.get(name) {
+            let winner = Arc::clone(&entry.bulkhead);
+            drop(inner);
+            drop((bulkhead, tags));
+            return winner;
+        }
+        let undefined = with_default
+            && self.source.as_ref().is_some_and(|source| !source.defined.contains(name));
+        if undefined {
             inner.undefined.push(name.to_owned());
         }
-        let bulkhead = Arc::new(Bulkhead::new(name, config));
         inner.entries.insert(
             name.to_owned(),
             Entry { bulkhead: Arc::clone(&bulkhead), tags, adaptive: None },
         );
+        drop(inner);
+        // The warning (a `tracing` subscriber is foreign code) after unlocking.
+        if undefined {
+            let _ = self.note_undefined(name);
+        }
         bulkhead
     }
 
@@ -564,7 +578,10 @@ impl BulkheadRegistry {
     /// assert!(registry.remove("bank").is_none());
     /// ```
     pub fn remove(&self, name: &str) -> Option<Arc<Bulkhead>> {
-        self.inner.write().entries.remove(name).map(|e| e.bulkhead)
+        // Removed under the lock, dropped after it: the entry's adaptive bulkhead may be the
+        // last reference, and its listeners are user code.
+        let removed = self.inner.write().entries.remove(name);
+        removed.map(|e| e.bulkhead)
     }
 
     /// Replaces the bulkhead registered as `name` with `bulkhead` and returns the old one.
@@ -598,8 +615,12 @@ impl BulkheadRegistry {
         );
         let mut inner = self.inner.write();
         let entry = inner.entries.get_mut(name)?;
-        entry.adaptive = None;
-        Some(core::mem::replace(&mut entry.bulkhead, bulkhead))
+        let adaptive = entry.adaptive.take();
+        let old = core::mem::replace(&mut entry.bulkhead, bulkhead);
+        drop(inner);
+        // The old adaptive handle may be the last reference (its listeners are user code).
+        drop(adaptive);
+        Some(old)
     }
 
     /// The configuration of `name` as configured: an adaptive entry's cap and wait settings
@@ -621,10 +642,14 @@ impl BulkheadRegistry {
     ) {
         let _ = self.bulkhead(name);
         let mut inner = self.inner.write();
-        if let Some(entry) = inner.entries.get_mut(name) {
-            entry.bulkhead = Arc::clone(adaptive.bulkhead());
-            entry.adaptive = Some(Arc::clone(adaptive));
-        }
+        // What the entry held is dropped after unlocking: it may be the last reference to a
+        // bulkhead whose listeners are user code.
+        let old = inner.entries.get_mut(name).map(|entry| {
+            let bulkhead = core::mem::replace(&mut entry.bulkhead, Arc::clone(adaptive.bulkhead()));
+            (bulkhead, entry.adaptive.replace(Arc::clone(adaptive)))
+        });
+        drop(inner);
+        drop(old);
     }
 
     /// The adaptive bulkhead registered as `name`, if the entry is adaptive: made by

@@ -666,3 +666,48 @@ fn adaptive_limit_listener_changes_config_and_closes() {
         assert_eq!(bank.try_acquire().unwrap_err().reason(), RejectReason::Closed);
     });
 }
+
+/// Calls `registry.find(name)` when dropped: a user value that reaches the registry from a
+/// destructor.
+struct FindsOnDrop(&'static BulkheadRegistry, &'static str);
+
+impl Drop for FindsOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.find(self.1);
+    }
+}
+
+/// An adaptive entry re-registered (`in_registry` again), then replaced, then removed: each
+/// time the handle the registry held may be the last reference, and its limit listener's
+/// captured value calls back into the registry when it drops. Dropped under the registry's
+/// write lock, that re-entry deadlocks.
+#[test]
+fn registry_drops_replaced_entries_after_its_lock() {
+    hang_guard("registry_drops_after_lock", || {
+        static REG: OnceLock<BulkheadRegistry> = OnceLock::new();
+        let registry = REG.get_or_init(BulkheadRegistry::default);
+        let listen = |adaptive: &bulkhead::adaptive::AdaptiveBulkhead| {
+            let hook = FindsOnDrop(registry, "bank");
+            let handle = adaptive.on_limit_change(move |_| {
+                let _ = &hook;
+            });
+            drop(handle); // removal via the handle is not asked: the listener stays
+        };
+        let first =
+            AdaptiveBulkhead::in_registry(registry, "bank", bulkhead::adaptive::Aimd::default());
+        listen(&first);
+        drop(first); // the registry holds the last reference
+        let second =
+            AdaptiveBulkhead::in_registry(registry, "bank", bulkhead::adaptive::Aimd::default());
+        listen(&second);
+        drop(second);
+        let plain = std::sync::Arc::new(bulkhead::Bulkhead::new("bank", BulkheadConfig::default()));
+        assert!(registry.replace("bank", plain).is_some());
+        let third =
+            AdaptiveBulkhead::in_registry(registry, "bank", bulkhead::adaptive::Aimd::default());
+        listen(&third);
+        drop(third);
+        assert!(registry.remove("bank").is_some());
+        assert!(registry.find("bank").is_none());
+    });
+}
