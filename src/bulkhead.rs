@@ -824,6 +824,16 @@ impl Bulkhead {
         self.reject(word, reason, Duration::ZERO)
     }
 
+    /// As [`refuse`](Self::refuse), for a caller that already found nobody observing (and
+    /// may hold a lock of its own): builds the error and notifies no one, so no listener
+    /// or `tracing` subscriber can run under the caller's lock, however the observers
+    /// changed since it looked.
+    #[inline]
+    pub(crate) fn refuse_unobserved(&self, word: Word) -> BulkheadFull {
+        let reason = if word.is_closed() { RejectReason::Closed } else { RejectReason::Full };
+        BulkheadFull::new(self.name, word.limit(), reason, Duration::ZERO)
+    }
+
     /// Returns a permit held by a guard; counts it and emits `CallFinished`, if anyone
     /// observes.
     #[inline]

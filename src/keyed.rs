@@ -672,8 +672,11 @@ where
                 Ok(OwnedPermit::from_acquired(bulkhead))
             }
             // Unobserved: building the error runs no user code and writes nothing shared;
-            // the guard is released after the error is built.
-            Err(word) if !observed(word) => Err(KeyedFull::Key(entry.bulkhead.refuse(word))),
+            // the guard is released after the error is built. `refuse_unobserved` notifies
+            // no one even if a `tracing` subscriber became interested since `observed` looked.
+            Err(word) if !observed(word) => {
+                Err(KeyedFull::Key(entry.bulkhead.refuse_unobserved(word)))
+            }
             Err(word) => {
                 // Someone observes: report after the lock, on a clone of the `Arc`.
                 let bulkhead = Arc::clone(&entry.bulkhead);
