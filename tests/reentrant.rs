@@ -107,6 +107,19 @@ fn assert_quiescent(bulkhead: &Bulkhead, limit: usize) {
     assert_eq!(metrics.waiting_calls(), 0);
 }
 
+/// An `acquire_async` on the full `bulkhead`, queued by one poll with a hostile waker (the
+/// queue keeps a clone of it; the caller's copy is dropped here).
+fn queued_with_hostile_waker<'a>(
+    bulkhead: &'a Arc<Bulkhead>,
+    close_on: Option<Op>,
+    ops: &Arc<AtomicUsize>,
+) -> Pin<Box<bulkhead::Acquire<'a>>> {
+    let mut acquire = Box::pin(bulkhead.acquire_async());
+    let waker = hostile_waker(hook(bulkhead, close_on, ops), None);
+    assert!(poll_with(acquire.as_mut(), &waker).is_pending(), "queued");
+    acquire
+}
+
 /// Polls `fut` once with `waker`.
 fn poll_with<F: Future>(fut: Pin<&mut F>, waker: &Waker) -> Poll<F::Output> {
     fut.poll(&mut Context::from_waker(waker))
@@ -181,10 +194,7 @@ fn withdraw_on_drop_with_reentrant_waker() {
         let ops = Arc::new(AtomicUsize::new(0));
         let held = bulkhead.try_acquire().expect("one permit");
         {
-            let mut acquire = Box::pin(bulkhead.acquire_async());
-            let waker = hostile_waker(hook(&bulkhead, None, &ops), None);
-            assert!(poll_with(acquire.as_mut(), &waker).is_pending());
-            drop(waker);
+            let _acquire = queued_with_hostile_waker(&bulkhead, None, &ops);
             assert_eq!(bulkhead.metrics().waiting_calls(), 1);
         }
         assert!(ops.load(Ordering::Relaxed) >= 2);
@@ -225,12 +235,8 @@ fn close_with_reentrant_wakers() {
         let bulkhead = bulkhead(1, Duration::MAX);
         let ops = Arc::new(AtomicUsize::new(0));
         let held = bulkhead.try_acquire().expect("one permit");
-        let mut first = Box::pin(bulkhead.acquire_async());
-        let mut second = Box::pin(bulkhead.acquire_async());
-        let waker = hostile_waker(hook(&bulkhead, Some(Op::Wake), &ops), None);
-        assert!(poll_with(first.as_mut(), &waker).is_pending());
-        assert!(poll_with(second.as_mut(), &waker).is_pending());
-        drop(waker);
+        let mut first = queued_with_hostile_waker(&bulkhead, Some(Op::Wake), &ops);
+        let mut second = queued_with_hostile_waker(&bulkhead, Some(Op::Wake), &ops);
         assert!(bulkhead.close());
         for acquire in [first.as_mut(), second.as_mut()] {
             match poll_with(acquire, &noop_waker()) {
@@ -299,10 +305,7 @@ fn grow_with_reentrant_waker() {
         let bulkhead = bulkhead(1, Duration::MAX);
         let ops = Arc::new(AtomicUsize::new(0));
         let held = bulkhead.try_acquire().expect("one permit");
-        let mut acquire = Box::pin(bulkhead.acquire_async());
-        let waker = hostile_waker(hook(&bulkhead, None, &ops), None);
-        assert!(poll_with(acquire.as_mut(), &waker).is_pending());
-        drop(waker);
+        let mut acquire = queued_with_hostile_waker(&bulkhead, None, &ops);
         let before = ops.load(Ordering::Relaxed);
         let two = BulkheadConfig::builder().max_concurrent_calls(2).build().expect("valid");
         bulkhead.change_config(two);

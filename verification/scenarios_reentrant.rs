@@ -232,8 +232,9 @@ pub fn engine_deadline_racing_release(waiters: usize) {
     let held = bulkhead.try_acquire_owned().expect("free");
     occupancy.work();
     let granted = Arc::new(AtomicUsize::new(0));
-    let tasks: Vec<_> =
-        (0..waiters).map(|_| queued_waiter(&bulkhead, &occupancy, &granted)).collect();
+    let tasks: Vec<_> = (0..waiters)
+        .map(|_| queued_waiter(&bulkhead, &occupancy, &granted, RejectReason::WaitTimedOut))
+        .collect();
     let clock = rt::spawn(|| bulkhead::model::advance_to(Duration::from_nanos(WAIT)));
     drop(held);
     let timed_out = tasks.into_iter().map(join).filter(|&granted| !granted).count();
@@ -255,14 +256,14 @@ pub fn engine_deadline_out_of_queue_order() {
     let held = bulkhead.try_acquire_owned().expect("free");
     occupancy.work();
     let granted = Arc::new(AtomicUsize::new(0));
-    let first = queued_waiter(&bulkhead, &occupancy, &granted);
+    let first = queued_waiter(&bulkhead, &occupancy, &granted, RejectReason::WaitTimedOut);
     let shorter = BulkheadConfig::builder()
         .max_concurrent_calls(1)
         .max_wait_duration(Duration::from_nanos(WAIT / 2))
         .build()
         .expect("valid");
     bulkhead.change_config(shorter);
-    let second = queued_waiter(&bulkhead, &occupancy, &granted);
+    let second = queued_waiter(&bulkhead, &occupancy, &granted, RejectReason::WaitTimedOut);
     let clock = rt::spawn(|| bulkhead::model::advance_to(Duration::from_nanos(WAIT / 2)));
     assert!(!join(second), "the second waiter's deadline passed while the permit was held");
     drop(held);
@@ -273,11 +274,13 @@ pub fn engine_deadline_out_of_queue_order() {
 }
 
 /// An `acquire_owned_async` queued by the calling thread (so queue order is the call
-/// order), then completed on a thread of its own: `true` if granted, `false` if it timed out.
+/// order), then completed on a thread of its own: `true` if granted, `false` if refused with
+/// `refusal` (any other refusal fails the scenario).
 fn queued_waiter(
     bulkhead: &Arc<Bulkhead>,
     occupancy: &Arc<Occupancy>,
     granted: &Arc<AtomicUsize>,
+    refusal: RejectReason,
 ) -> rt::JoinHandle<bool> {
     let mut acquire = Box::pin(bulkhead.acquire_owned_async());
     let noop = futures::task::noop_waker();
@@ -291,7 +294,7 @@ fn queued_waiter(
             true
         }
         Err(err) => {
-            assert_eq!(err.reason(), RejectReason::WaitTimedOut, "{err}");
+            assert_eq!(err.reason(), refusal, "{err}");
             false
         }
     })
@@ -372,24 +375,7 @@ pub fn close_with_queued_waiters_racing_release_grants_none_after(waiters: usize
     let occupancy = Occupancy::new(1);
     occupancy.work();
     let tasks: Vec<_> = (0..waiters)
-        .map(|_| {
-            let mut acquire = Box::pin(bulkhead.acquire_owned_async());
-            let noop = futures::task::noop_waker();
-            assert!(acquire.as_mut().poll(&mut Context::from_waker(&noop)).is_pending());
-            let (occupancy, granted) = (Arc::clone(&occupancy), Arc::clone(&granted));
-            rt::spawn(move || match rt::block_on(acquire) {
-                Ok(permit) => {
-                    occupancy.work();
-                    granted.fetch_add(1, SeqCst);
-                    drop(permit);
-                    true
-                }
-                Err(err) => {
-                    assert_eq!(err.reason(), RejectReason::Closed, "{err}");
-                    false
-                }
-            })
-        })
+        .map(|_| queued_waiter(&bulkhead, &occupancy, &granted, RejectReason::Closed))
         .collect();
     let releaser = rt::spawn(move || drop(held));
     bulkhead.close();
