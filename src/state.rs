@@ -290,6 +290,21 @@ enum SlotState {
     TimedOut,
 }
 
+impl SlotState {
+    /// How the wait in this slot ended, or `None` while it is still waiting (in `waiters` or
+    /// `drainers`). Never asked of a free slot (`Queue::slot` refuses those).
+    fn outcome(self) -> Option<Outcome> {
+        match self {
+            SlotState::Queued | SlotState::DrainWait => None,
+            SlotState::Granted => Some(Outcome::Granted),
+            SlotState::Closed => Some(Outcome::Closed),
+            SlotState::Drained => Some(Outcome::Drained),
+            SlotState::TimedOut => Some(Outcome::TimedOut),
+            SlotState::Free => unreachable!("checked by `Queue::slot`"),
+        }
+    }
+}
+
 /// What a finished wait ended with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -527,6 +542,16 @@ impl Queue {
         Some(slot.wake.take())
     }
 
+    /// The outcome if the wait in `key`'s slot ended (the slot is then freed), `None` while
+    /// it is still waiting.
+    fn finish(&mut self, key: WaitKey) -> Option<Outcome> {
+        let outcome = self.slot(key).state.outcome()?;
+        // A finished slot's wake was taken by whoever finished it.
+        let wake = self.free(key);
+        debug_assert!(wake.is_none(), "a finished slot keeps no wake");
+        Some(outcome)
+    }
+
     /// Returns a slot to the free list, and the wake it still held: the caller drops that
     /// after unlocking (a waker's `drop` is foreign code). Once no slot is in use, the slab is
     /// emptied, and its memory given back if a storm of waiters grew it past
@@ -619,7 +644,12 @@ impl Waitlist {
         let earliest = queue.earliest_deadline();
         let rearm = Self::arm(&mut queue, earliest);
         drop(queue);
-        if let Some(at) = rearm {
+        self.schedule(rearm);
+    }
+
+    /// After unlocking: asks the timer to fire at `at`, if `arm` said it must.
+    fn schedule(self: &Arc<Self>, at: Option<Instant>) {
+        if let Some(at) = at {
             crate::timer::schedule(at, Arc::downgrade(self));
         }
     }
@@ -840,9 +870,7 @@ impl Semaphore {
             // word), and every release from now on sees the flag and drains.
             let arm = Waitlist::arm(&mut queue, deadline);
             drop(queue);
-            if let Some(at) = arm {
-                crate::timer::schedule(at, Arc::downgrade(&self.list));
-            }
+            self.list.schedule(arm);
             return Enqueued::Queued(key);
         }
         let mut wakes = WakeList::default();
@@ -864,9 +892,7 @@ impl Semaphore {
             wakes.wake_all();
         }
         drop(own);
-        if let Some(at) = arm {
-            crate::timer::schedule(at, Arc::downgrade(&self.list));
-        }
+        self.list.schedule(arm);
         if granted {
             Enqueued::Acquired
         } else {
@@ -885,7 +911,7 @@ impl Semaphore {
     /// and passed to this waiter is seen at once.
     pub(crate) fn poll_wait(&self, key: WaitKey, waker: Option<&Waker>) -> Option<Outcome> {
         let mut queue = self.list.queue.lock();
-        if let Some(outcome) = self.finished(&mut queue, key) {
+        if let Some(outcome) = queue.finish(key) {
             return Some(outcome);
         }
         let waker = waker?;
@@ -897,32 +923,14 @@ impl Semaphore {
         drop(queue);
         let fresh = Wake::task(waker);
         let mut queue = self.list.queue.lock();
-        if let Some(outcome) = self.finished(&mut queue, key) {
+        if let Some(outcome) = queue.finish(key) {
             return unlock_then_drop(queue, fresh, Some(outcome));
         }
         let replaced = queue.slot(key).wake.replace(fresh);
         drop(queue);
         // The replaced waker may be the last owner of a permit of this semaphore.
         drop(replaced?);
-        let mut queue = self.list.queue.lock();
-        self.finished(&mut queue, key)
-    }
-
-    /// Under the lock: the outcome if the wait ended (its slot is then freed), `None` while
-    /// it is still waiting.
-    fn finished(&self, queue: &mut Queue, key: WaitKey) -> Option<Outcome> {
-        let outcome = match queue.slot(key).state {
-            SlotState::Queued | SlotState::DrainWait => return None,
-            SlotState::Granted => Outcome::Granted,
-            SlotState::Closed => Outcome::Closed,
-            SlotState::Drained => Outcome::Drained,
-            SlotState::TimedOut => Outcome::TimedOut,
-            SlotState::Free => unreachable!("checked by `Queue::slot`"),
-        };
-        // A finished slot's wake was taken by whoever finished it.
-        let wake = queue.free(key);
-        debug_assert!(wake.is_none(), "a finished slot keeps no wake");
-        Some(outcome)
+        self.list.queue.lock().finish(key)
     }
 
     /// Ends a wait early (deadline passed, future dropped). `None`: the waiter left the
@@ -943,11 +951,7 @@ impl Semaphore {
                 queue.unlink(false, key.index);
                 None
             }
-            SlotState::Granted => Some(Outcome::Granted),
-            SlotState::Closed => Some(Outcome::Closed),
-            SlotState::Drained => Some(Outcome::Drained),
-            SlotState::TimedOut => Some(Outcome::TimedOut),
-            SlotState::Free => unreachable!("checked by `Queue::slot`"),
+            ended => ended.outcome(),
         };
         // The wake of a waiter that left on its own is dropped after unlocking.
         let wake = queue.free(key);

@@ -186,7 +186,7 @@ apply() {
         }
         prev' '        prev' ;;
     withdraw_ignores_grant)
-        mutate src/state.rs '            SlotState::Granted => Some(Outcome::Granted),' '            SlotState::Granted => None,' ;;
+        mutate src/state.rs '            ended => ended.outcome(),' '            ended => ended.outcome().filter(|outcome| *outcome != Outcome::Granted),' ;;
     waiters_flag_cleared_with_waiter_left)
         mutate src/state.rs 'if queue.live == 0 && !self.load().is_closed() {' 'if queue.live <= 1 && !self.load().is_closed() {' ;;
     enqueue_skips_drain_after_flag)
