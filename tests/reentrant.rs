@@ -9,67 +9,16 @@
 #[path = "../verification/hostile_waker.rs"]
 mod hostile_waker;
 
-use std::cell::Cell;
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Weak};
+use std::sync::{mpsc, Arc};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bulkhead::{Bulkhead, BulkheadConfig, OwnedPermit, RejectReason};
 use futures::task::noop_waker;
-use hostile_waker::{hostile_waker, Op};
-
-thread_local! {
-    /// Re-entry depth on this thread: a hook that re-enters runs its calls once, not again
-    /// from the wakes those calls cause.
-    static DEPTH: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Every public operation of `bulkhead` that takes or may take one of its locks, once.
-fn reenter(bulkhead: &Bulkhead, close: bool) {
-    if DEPTH.with(Cell::get) > 0 {
-        return;
-    }
-    DEPTH.with(|d| d.set(1));
-    // Acquire and release, fast path or refusal.
-    drop(bulkhead.try_acquire());
-    // The blocking slow path: queues (the queue lock), parks a microsecond, withdraws.
-    drop(bulkhead.acquire_timeout(Duration::from_micros(1)));
-    // The async slow path: queues with another waker, then withdraws on drop.
-    {
-        let noop = noop_waker();
-        let mut acquire = pin!(bulkhead.acquire_async());
-        drop(acquire.as_mut().poll(&mut Context::from_waker(&noop)));
-    }
-    // The config lock, and a limit change that may serve waiters.
-    bulkhead.change_config(bulkhead.config());
-    let metrics = bulkhead.metrics();
-    assert!(metrics.max_allowed_concurrent_calls() >= 1);
-    let _ = bulkhead.wait_drained(Duration::ZERO);
-    if close {
-        bulkhead.close();
-    }
-    DEPTH.with(|d| d.set(0));
-}
-
-/// A hook that re-enters `bulkhead` (if it is still alive) on every operation, and counts;
-/// with `close_on`, it also closes the bulkhead when the waker does that operation.
-fn hook(
-    bulkhead: &Arc<Bulkhead>,
-    close_on: Option<Op>,
-    ops: &Arc<AtomicUsize>,
-) -> impl Fn(Op) + Send + Sync + 'static {
-    let weak: Weak<Bulkhead> = Arc::downgrade(bulkhead);
-    let ops = Arc::clone(ops);
-    move |op| {
-        ops.fetch_add(1, Ordering::Relaxed);
-        if let Some(bulkhead) = weak.upgrade() {
-            reenter(&bulkhead, close_on == Some(op));
-        }
-    }
-}
+use hostile_waker::{hostile_waker, reenter, reentrant_hook, Op};
 
 fn bulkhead(limit: usize, wait: Duration) -> Arc<Bulkhead> {
     let config = BulkheadConfig::builder()
@@ -115,7 +64,7 @@ fn queued_with_hostile_waker<'a>(
     ops: &Arc<AtomicUsize>,
 ) -> Pin<Box<bulkhead::Acquire<'a>>> {
     let mut acquire = Box::pin(bulkhead.acquire_async());
-    let waker = hostile_waker(hook(bulkhead, close_on, ops), None);
+    let waker = hostile_waker(reentrant_hook(bulkhead, close_on, Some(ops)), None);
     assert!(poll_with(acquire.as_mut(), &waker).is_pending(), "queued");
     acquire
 }
@@ -167,14 +116,14 @@ fn repoll_and_grant_with_reentrant_wakers() {
         let held = bulkhead.try_acquire_owned().expect("one permit");
         let mut acquire = Box::pin(bulkhead.acquire_async());
         for _ in 0..3 {
-            let waker = hostile_waker(hook(&bulkhead, None, &ops), None);
+            let waker = hostile_waker(reentrant_hook(&bulkhead, None, Some(&ops)), None);
             assert!(poll_with(acquire.as_mut(), &waker).is_pending());
         }
         // The grant: the releaser wakes the registered hostile waker after unlocking.
         let releaser = std::thread::spawn(move || drop(held));
         releaser.join().expect("releaser");
         let permit = loop {
-            let waker = hostile_waker(hook(&bulkhead, None, &ops), None);
+            let waker = hostile_waker(reentrant_hook(&bulkhead, None, Some(&ops)), None);
             if let Poll::Ready(result) = poll_with(acquire.as_mut(), &waker) {
                 break result.expect("granted");
             }
@@ -214,7 +163,10 @@ fn deadline_with_reentrant_waker() {
         let result = futures::executor::block_on(async {
             let mut acquire = pin!(bulkhead.acquire_async());
             std::future::poll_fn(|cx| {
-                let waker = hostile_waker(hook(&bulkhead, None, &ops), Some(cx.waker().clone()));
+                let waker = hostile_waker(
+                    reentrant_hook(&bulkhead, None, Some(&ops)),
+                    Some(cx.waker().clone()),
+                );
                 poll_with(acquire.as_mut(), &waker)
             })
             .await
@@ -257,9 +209,9 @@ fn drain_with_reentrant_waker() {
         let ops = Arc::new(AtomicUsize::new(0));
         let held = bulkhead.try_acquire_owned().expect("a permit");
         let mut drained = Box::pin(bulkhead.drained());
-        let waker = hostile_waker(hook(&bulkhead, Some(Op::Clone), &ops), None);
+        let waker = hostile_waker(reentrant_hook(&bulkhead, Some(Op::Clone), Some(&ops)), None);
         assert!(poll_with(drained.as_mut(), &waker).is_pending());
-        let waker = hostile_waker(hook(&bulkhead, Some(Op::Wake), &ops), None);
+        let waker = hostile_waker(reentrant_hook(&bulkhead, Some(Op::Wake), Some(&ops)), None);
         assert!(
             poll_with(drained.as_mut(), &waker).is_pending(),
             "a hook closed it, one in flight"
@@ -271,10 +223,13 @@ fn drain_with_reentrant_waker() {
     });
 }
 
-/// A listener that re-enters the bulkhead on every event (which emits more events: the
-/// depth guard stops the recursion, not a lock).
+/// A listener that re-enters the bulkhead on every event (which emits more events: a
+/// per-thread flag stops the recursion, not a lock).
 #[test]
 fn listener_reenters_on_every_event() {
+    thread_local! {
+        static REENTERING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
     hang_guard("listener", || {
         let bulkhead = bulkhead(1, Duration::from_millis(5));
         let heard = Arc::new(AtomicUsize::new(0));
@@ -282,9 +237,13 @@ fn listener_reenters_on_every_event() {
         let count = Arc::clone(&heard);
         let _handle = bulkhead.on_event(move |_event| {
             count.fetch_add(1, Ordering::Relaxed);
+            if REENTERING.with(|flag| flag.replace(true)) {
+                return;
+            }
             if let Some(bulkhead) = weak.upgrade() {
                 reenter(&bulkhead, false);
             }
+            REENTERING.with(|flag| flag.set(false));
         });
         let held = bulkhead.try_acquire().expect("one permit");
         assert!(bulkhead.try_acquire().is_err());

@@ -1,7 +1,7 @@
 //! A hostile waker: its `clone`, `wake`, `wake_by_ref` and `drop` each run a hook, which
 //! re-enters the bulkhead the waker waits on (acquire, release, close, change_config,
-//! metrics, drain). Shared by `tests/reentrant.rs` (real threads) and the loom and shuttle
-//! scenarios (`verification/scenarios_reentrant.rs`).
+//! metrics, drain): [`reentrant_hook`] and [`reenter`]. Shared by `tests/reentrant.rs` (real
+//! threads) and the loom and shuttle scenarios (`verification/scenarios_reentrant.rs`).
 //!
 //! A waker is foreign code to the bulkhead: with many executors the last waker reference
 //! owns the task, so its `drop` may drop a future and a permit inside it. Any of these hooks
@@ -12,8 +12,13 @@
 //! `unsafe` below (test code only; the library forbids `unsafe`).
 #![allow(unsafe_code, dead_code)]
 
-use std::sync::Arc;
-use std::task::{RawWaker, RawWakerVTable, Waker};
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::{Context, RawWaker, RawWakerVTable, Waker};
+use std::time::Duration;
+
+use bulkhead::Bulkhead;
 
 /// What the waker was asked to do when its hook ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,5 +97,61 @@ unsafe fn drop_waker(data: *const ()) {
     unsafe {
         (inner(data).hook)(Op::Drop);
         drop(Arc::from_raw(data.cast::<Inner>()));
+    }
+}
+
+/// Every public operation of `bulkhead` that takes or may take one of its locks, once: a
+/// refusal or a permit taken and released, an async acquire queued with another waker and
+/// withdrawn on drop (the queue lock), the blocking slow path (queued, parked a microsecond,
+/// withdrawn), the config lock and a limit change that may serve waiters, metrics, a
+/// zero-timeout drain wait (queued and withdrawn), and `close` if asked.
+///
+/// Under a model checker nothing may block (no time passes there), so the blocking acquire
+/// is left out; under loom, whose cost grows with every lock operation, one operation per
+/// lock is kept: the async acquire and `config()`.
+pub fn reenter(bulkhead: &Bulkhead, close: bool) {
+    drop(bulkhead.try_acquire());
+    {
+        let noop = futures::task::noop_waker();
+        let mut acquire = Box::pin(bulkhead.acquire_async());
+        drop(acquire.as_mut().poll(&mut Context::from_waker(&noop)));
+    }
+    if cfg!(bulkhead_loom) {
+        let _ = bulkhead.config();
+    } else {
+        if !cfg!(bulkhead_shuttle) {
+            drop(bulkhead.acquire_timeout(Duration::from_micros(1)));
+        }
+        bulkhead.change_config(bulkhead.config());
+        assert!(bulkhead.metrics().max_allowed_concurrent_calls() >= 1);
+        let _ = bulkhead.wait_drained(Duration::ZERO);
+    }
+    if close {
+        bulkhead.close();
+    }
+}
+
+/// A waker hook that re-enters `bulkhead` (if it is still alive: the hook holds it by a
+/// `Weak`, so a waker left in a queue does not keep its bulkhead alive) on every operation,
+/// closes it on `close_on`, and counts its runs in `ops` if given. Under loom a clone
+/// re-enters only when it closes (a clone is made outside the lock by construction: no
+/// `&Waker` is held under it); drops and wakes always re-enter.
+pub fn reentrant_hook(
+    bulkhead: &Arc<Bulkhead>,
+    close_on: Option<Op>,
+    ops: Option<&Arc<AtomicUsize>>,
+) -> impl Fn(Op) + Send + Sync + 'static {
+    let weak: Weak<Bulkhead> = Arc::downgrade(bulkhead);
+    let ops = ops.map(Arc::clone);
+    move |op| {
+        if let Some(ops) = &ops {
+            ops.fetch_add(1, Ordering::Relaxed);
+        }
+        if cfg!(bulkhead_loom) && op == Op::Clone && close_on != Some(op) {
+            return;
+        }
+        if let Some(bulkhead) = weak.upgrade() {
+            reenter(&bulkhead, close_on == Some(op));
+        }
     }
 }

@@ -13,11 +13,11 @@ use core::pin::Pin;
 use core::sync::atomic::Ordering::SeqCst;
 use core::task::Context;
 use core::time::Duration;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
 
-use crate::hostile_waker::{hostile_waker, Op};
+use crate::hostile_waker::{hostile_waker, reenter, reentrant_hook, Op};
 use crate::rt::{self, AtomicUsize};
 use crate::scenarios::{assert_quiescent, Occupancy};
 
@@ -37,57 +37,6 @@ fn join<T>(handle: rt::JoinHandle<T>) -> T {
     }
 }
 
-/// Every public operation that takes one of the bulkhead's locks, without blocking (a
-/// model has no time to wait out): a refusal or a permit taken and released, an async
-/// acquire queued with another waker and withdrawn, the config lock and a limit change,
-/// metrics, a zero-timeout drain wait (queued and withdrawn), and `close` if asked.
-///
-/// Under loom, whose cost grows with every lock operation, the hook keeps one operation per
-/// lock: the async acquire (queue lock: enqueue, withdraw) and the config lock; shuttle runs
-/// the whole list.
-pub fn reenter(bulkhead: &Bulkhead, close: bool) {
-    drop(bulkhead.try_acquire());
-    if cfg!(bulkhead_loom) {
-        let noop = futures::task::noop_waker();
-        let mut acquire = Box::pin(bulkhead.acquire_async());
-        drop(acquire.as_mut().poll(&mut Context::from_waker(&noop)));
-        drop(acquire);
-        drop(bulkhead.config());
-        if close {
-            bulkhead.close();
-        }
-        return;
-    }
-    {
-        let noop = futures::task::noop_waker();
-        let mut acquire = Box::pin(bulkhead.acquire_async());
-        drop(acquire.as_mut().poll(&mut Context::from_waker(&noop)));
-    }
-    bulkhead.change_config(bulkhead.config());
-    let metrics = bulkhead.metrics();
-    assert!(metrics.max_allowed_concurrent_calls() >= 1);
-    let _ = bulkhead.wait_drained(Duration::ZERO);
-    if close {
-        bulkhead.close();
-    }
-}
-
-/// A waker hook that re-enters `bulkhead` on every operation (and closes it on `close_on`).
-/// Weak: a waker left in a queue must not keep its bulkhead alive.
-fn hook(bulkhead: &Arc<Bulkhead>, close_on: Option<Op>) -> impl Fn(Op) + Send + Sync + 'static {
-    let weak: Weak<Bulkhead> = Arc::downgrade(bulkhead);
-    move |op| {
-        // Under loom, a clone re-enters only when it closes (clones happen outside the lock
-        // by construction: no `&Waker` is held under it); drops and wakes always re-enter.
-        if cfg!(bulkhead_loom) && op == Op::Clone && close_on != Some(op) {
-            return;
-        }
-        if let Some(bulkhead) = weak.upgrade() {
-            reenter(&bulkhead, close_on == Some(op));
-        }
-    }
-}
-
 /// Drives `fut` to completion on this model thread, polling it each time with a *new*
 /// hostile waker (so every re-poll replaces the queued waker, and the old one is dropped by
 /// the queue); the hostile waker's `wake` also wakes `block_on`.
@@ -97,7 +46,8 @@ fn block_on_hostile<F: Future + Unpin>(
     mut fut: F,
 ) -> F::Output {
     rt::block_on(core::future::poll_fn(move |cx| {
-        let waker = hostile_waker(hook(bulkhead, close_on), Some(cx.waker().clone()));
+        let waker =
+            hostile_waker(reentrant_hook(bulkhead, close_on, None), Some(cx.waker().clone()));
         Pin::new(&mut fut).poll(&mut Context::from_waker(&waker))
     }))
 }
@@ -154,7 +104,7 @@ pub fn hostile_waker_on_queue_path(path: Path) {
     let close_on = matches!(path, Path::Close).then_some(Op::Wake);
     let mut acquire = Box::pin(bulkhead.acquire_async());
     {
-        let waker = hostile_waker(hook(&bulkhead, close_on), None);
+        let waker = hostile_waker(reentrant_hook(&bulkhead, close_on, None), None);
         assert!(acquire.as_mut().poll(&mut Context::from_waker(&waker)).is_pending(), "queued");
     }
     let releaser = rt::spawn(move || drop(held));
