@@ -1067,6 +1067,31 @@ impl core::hash::Hasher for KeyHasher {
 /// A keyed bulkhead of the scenarios: 2 shards, [`KeyHasher`].
 pub type Keyed = KeyedBulkhead<usize, core::hash::BuildHasherDefault<KeyHasher>>;
 
+/// A caller of `keyed.try_acquire(key)`: an admitted call works under `occupancy` and
+/// counts in `admitted`; a refusal that `expected` accepts counts in `refused`; any other
+/// refusal fails the scenario.
+pub fn keyed_caller(
+    keyed: &Arc<Keyed>,
+    occupancy: &Arc<Occupancy>,
+    admitted: &Arc<AtomicUsize>,
+    refused: &Arc<AtomicUsize>,
+    expected: fn(&KeyedFull) -> bool,
+) -> impl Fn(usize) + Clone + Send + Sync + 'static {
+    let (keyed, occupancy, admitted, refused) =
+        (Arc::clone(keyed), Arc::clone(occupancy), Arc::clone(admitted), Arc::clone(refused));
+    move |key: usize| match keyed.try_acquire(&key) {
+        Ok(permit) => {
+            occupancy.work();
+            drop(permit);
+            admitted.fetch_add(1, SeqCst);
+        }
+        Err(refusal) if expected(&refusal) => {
+            refused.fetch_add(1, SeqCst);
+        }
+        Err(other) => panic!("key {key} refused by {other}"),
+    }
+}
+
 fn keyed(key_limit: usize, total: Option<usize>, wait: Duration, max_keys: usize) -> Arc<Keyed> {
     let mut builder = KeyedBulkhead::builder("keyed")
         .default_config(config(key_limit, wait))
@@ -1233,25 +1258,9 @@ pub fn keyed_new_keys_racing_in_two_shards_keep_max_keys() {
     let occupancy = Occupancy::new(1);
     let admitted = Arc::new(AtomicUsize::new(0));
     let refused = Arc::new(AtomicUsize::new(0));
-    let caller = {
-        let (keyed, occupancy, admitted, refused) = (
-            Arc::clone(&keyed),
-            Arc::clone(&occupancy),
-            Arc::clone(&admitted),
-            Arc::clone(&refused),
-        );
-        move |key: usize| match keyed.try_acquire(&key) {
-            Ok(permit) => {
-                occupancy.work();
-                drop(permit);
-                admitted.fetch_add(1, SeqCst);
-            }
-            Err(KeyedFull::TooManyKeys { .. }) => {
-                refused.fetch_add(1, SeqCst);
-            }
-            Err(other) => panic!("key {key} refused by {other}"),
-        }
-    };
+    let caller = keyed_caller(&keyed, &occupancy, &admitted, &refused, |refusal| {
+        matches!(refusal, KeyedFull::TooManyKeys { .. })
+    });
     let other = {
         let caller = caller.clone();
         rt::spawn(move || caller(1))

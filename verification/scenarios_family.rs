@@ -14,7 +14,7 @@ use bulkhead::keyed::KeyedFull;
 use bulkhead::{BulkheadEventKind, RejectReason};
 
 use super::rt::{self, AtomicUsize};
-use super::scenarios::{assert_quiescent, KeyHasher, Keyed, Occupancy};
+use super::scenarios::{assert_quiescent, keyed_caller, KeyHasher, Keyed, Occupancy};
 
 fn config(limit: usize, wait: Duration) -> bulkhead::BulkheadConfig {
     bulkhead::BulkheadConfig::builder()
@@ -111,25 +111,13 @@ pub fn keyed_key_refusal_leaves_total_untouched() {
     let occupancy = Occupancy::new(2);
     let admitted = Arc::new(AtomicUsize::new(0));
     let refused = Arc::new(AtomicUsize::new(0));
-    let caller = {
-        let (keyed, occupancy, admitted, refused) = (
-            Arc::clone(&keyed),
-            Arc::clone(&occupancy),
-            Arc::clone(&admitted),
-            Arc::clone(&refused),
-        );
-        move |key: usize| match keyed.try_acquire(&key) {
-            Ok(permit) => {
-                occupancy.work();
-                drop(permit);
-                admitted.fetch_add(1, SeqCst);
-            }
-            Err(KeyedFull::Key(full)) if full.reason() == RejectReason::Full => {
-                refused.fetch_add(1, SeqCst);
-            }
-            Err(other) => panic!("key {key} refused by {other}"),
-        }
-    };
+    let caller = keyed_caller(
+        &keyed,
+        &occupancy,
+        &admitted,
+        &refused,
+        |refusal| matches!(refusal, KeyedFull::Key(full) if full.reason() == RejectReason::Full),
+    );
     let handles: Vec<_> = [0, 1]
         .into_iter()
         .map(|key| {
