@@ -257,14 +257,7 @@ fn keyed_listener_reenters_and_is_dropped_outside_the_lock() {
         }
     }
     hang_guard("keyed_listener_reenters_and_is_dropped_outside_the_lock", || {
-        let keyed = Arc::new(
-            KeyedBulkhead::<u32>::builder("api")
-                .default_config(config(1))
-                .shards(1)
-                .build()
-                .unwrap(),
-        );
-        drop(keyed.try_acquire(&1).unwrap());
+        let keyed = one_shard_with_key_1();
         let (heard, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         {
             let guard = OnDrop(Arc::downgrade(&keyed), Arc::clone(&dropped));
@@ -606,20 +599,22 @@ mod recorder {
     }
 }
 
+/// A keyed bulkhead ("api", limit 1 per key, one shard) whose key 1 is live and idle.
+fn one_shard_with_key_1() -> Arc<KeyedBulkhead<u32>> {
+    let keyed = Arc::new(
+        KeyedBulkhead::<u32>::builder("api").default_config(config(1)).shards(1).build().unwrap(),
+    );
+    drop(keyed.try_acquire(&1).unwrap());
+    keyed
+}
+
 /// A key's listener closes the whole keyed bulkhead when its call finishes (close locks
 /// every shard in turn and closes key 1's bulkhead, whose `Closed` event reaches the same
 /// listener again), and checks the drain from there.
 #[test]
 fn keyed_listener_closes_the_keyed_bulkhead() {
     hang_guard("keyed_listener_closes_the_keyed_bulkhead", || {
-        let keyed = Arc::new(
-            KeyedBulkhead::<u32>::builder("api")
-                .default_config(config(1))
-                .shards(1)
-                .build()
-                .unwrap(),
-        );
-        drop(keyed.try_acquire(&1).unwrap());
+        let keyed = one_shard_with_key_1();
         let closed = Arc::new(AtomicUsize::new(0));
         {
             let (weak, closed) = (Arc::downgrade(&keyed), Arc::clone(&closed));
