@@ -65,11 +65,11 @@ const OPS: &[(&str, &str)] = &[
 ];
 
 /// An adaptive bulkhead of cap 16 whose limit stays at 16 (see `adaptive_free`).
-fn adaptive(
-    algorithm: impl bulkhead::adaptive::LimitAlgorithm,
-) -> bulkhead::adaptive::AdaptiveBulkhead {
+fn adaptive(limit: bulkhead::adaptive::AdaptiveLimit) -> bulkhead::Bulkhead {
     let config = bulkhead::BulkheadConfig::builder().max_concurrent_calls(16).build().unwrap();
-    bulkhead::adaptive::AdaptiveBulkhead::new("adaptive", config, algorithm)
+    let bulkhead = bulkhead::Bulkhead::new("adaptive", config);
+    bulkhead.set_adaptive_limit(limit).unwrap();
+    bulkhead
 }
 
 /// The key the keyed ops take (one of 1 000 live keys) and the key held full.
@@ -229,19 +229,14 @@ fn run(op: &str, n: u64) -> Result<(), String> {
     // < limit / 2: the algorithms take their "app-limited" branch and the limit stays at
     // 16, so each iteration does the same work (the sample is still fully processed: the
     // clock reads, the lock, the averages).
-    let adaptive_free = adaptive(bulkhead::adaptive::Gradient2::default());
-    let adaptive_aimd = adaptive(bulkhead::adaptive::Aimd::default());
-    let adaptive_vegas = adaptive(bulkhead::adaptive::Vegas::default());
-    let sampled = |k| {
-        let config = bulkhead::BulkheadConfig::builder().max_concurrent_calls(16).build().unwrap();
-        bulkhead::adaptive::AdaptiveBulkhead::builder("adaptive", config)
-            .sample_one_in(k)
-            .build()
-            .unwrap()
-    };
+    use bulkhead::adaptive::{AdaptiveLimit, Aimd, Gradient2, Vegas};
+    let adaptive_free = adaptive(AdaptiveLimit::new(Gradient2::default()));
+    let adaptive_aimd = adaptive(AdaptiveLimit::new(Aimd::default()));
+    let adaptive_vegas = adaptive(AdaptiveLimit::new(Vegas::default()));
+    let sampled = |k| adaptive(AdaptiveLimit::new(Gradient2::default()).sample_one_in(k));
     let adaptive_1in8 = sampled(8);
     let adaptive_1in16 = sampled(16);
-    let adaptive_full = adaptive(bulkhead::adaptive::Gradient2::default());
+    let adaptive_full = adaptive(AdaptiveLimit::new(Gradient2::default()));
     let _held: Vec<_> = (0..16).map(|_| adaptive_full.try_acquire().unwrap()).collect();
 
     // Keyed bulkheads (issue 13): 1 000 live keys, so the look-up is in a map of realistic

@@ -38,11 +38,10 @@ source benches/valgrind.sh
     done < <("$EXE" list)
     echo
     echo "Reading: the attribute's rows include its call-site check (one Acquire load of the"
-    echo "\`OnceLock\`) and a branch on what the site resolved: a plain bulkhead, or an adaptive one"
-    echo "(the registry's \`find_adaptive\`), whose permits record samples out of line. That"
-    echo "branch and the larger permit it returns cost about 20 instructions on a plain bulkhead"
-    echo "(43 before adaptive entries were served, at 9a3344b); the hand-written rows keep the"
-    echo "bulkhead behind \`black_box\`, the attribute's is a \`&'static\`, so inlining differs."
+    echo "\`OnceLock\`); a call site resolves to the registry's bulkhead, plain or with an adaptive"
+    echo "limit attached (its permits then record samples through the bulkhead's own hook). The"
+    echo "hand-written rows keep the bulkhead behind \`black_box\`, the attribute's is a"
+    echo "\`&'static\`, so inlining differs."
     echo "No path allocates. The last row is what the once-per-site resolution saves: a registry"
     echo "look-up (a read lock, a map search, an \`Arc\` clone and drop) on every call."
 } >"$OUT"

@@ -10,7 +10,7 @@
 //! 3 s client timeout, each allowed to wait 100 ms for a slot), all in one process at once:
 //!
 //! - `static`: `Bulkhead::new(.., BulkheadConfig::for_pool(20))`, 16 calls;
-//! - `ours-aimd`, `ours-gradient2`, `ours-vegas`: `AdaptiveBulkhead` with the same config
+//! - `ours-aimd`, `ours-gradient2`, `ours-vegas`: a `Bulkhead` with an `AdaptiveLimit`, the same config
 //!   (cap 16) and each algorithm at its defaults (Netflix's); `ours-aimd(0.5, 1 s)`: AIMD
 //!   halving on a failure or a call slower than 1 s (tower-resilience's AIMD defaults are
 //!   0.5 and 100 ms);
@@ -44,7 +44,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bulkhead::adaptive::{AdaptiveBulkhead, Aimd, Gradient2, Vegas};
+use bulkhead::adaptive::{AdaptiveLimit, Aimd, Gradient2, Vegas};
+use bulkhead::Outcome;
 use bulkhead::{Bulkhead, BulkheadConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -140,7 +141,7 @@ type Client = tower::util::BoxCloneSyncService<(), (), &'static str>;
 
 enum Guard {
     Static(Arc<Bulkhead>),
-    Ours(Arc<AdaptiveBulkhead>),
+    Ours(Arc<Bulkhead>),
     /// A tower service (peers); `limit` reads its current limit when the crate exposes one.
     Tower(Client, Option<Box<dyn Fn() -> usize + Send + Sync>>),
 }
@@ -168,7 +169,7 @@ impl Contender {
     fn limit(&self) -> Option<usize> {
         match &self.guard {
             Guard::Static(b) => Some(b.metrics().max_allowed_concurrent_calls()),
-            Guard::Ours(b) => Some(b.limit()),
+            Guard::Ours(b) => b.adaptive_limit().map(|a| a.limit()),
             Guard::Tower(_, limit) => limit.as_ref().map(|f| f()),
         }
     }
@@ -186,10 +187,19 @@ impl Contender {
                 Err(_) => return Result3::Rejected,
                 Ok(r) => r,
             },
-            Guard::Ours(b) => match b.call_result_async(counted).await {
-                Err(_) => return Result3::Rejected,
-                Ok(r) => r,
-            },
+            Guard::Ours(b) => {
+                let classify = |r: &Result<_, _>| {
+                    if r.is_ok() {
+                        Outcome::Success
+                    } else {
+                        Outcome::Failure
+                    }
+                };
+                match b.call_async_classified(counted, classify).await {
+                    Err(_) => return Result3::Rejected,
+                    Ok(r) => r,
+                }
+            }
             Guard::Tower(service, _) => {
                 let mut service = service.clone();
                 match tokio::time::timeout(MAX_WAIT, service.ready()).await {
@@ -212,6 +222,13 @@ impl Contender {
     }
 }
 
+/// A bulkhead named `name` with `limit` attached.
+fn ours(name: &str, config: BulkheadConfig, limit: AdaptiveLimit) -> Guard {
+    let bulkhead = Bulkhead::new(name, config);
+    bulkhead.set_adaptive_limit(limit).expect("valid adaptive settings");
+    Guard::Ours(Arc::new(bulkhead))
+}
+
 fn raw_client(
     addr: std::net::SocketAddr,
 ) -> impl Service<(), Response = (), Error = &'static str, Future = BoxFut> + Clone + Send + Sync + 'static
@@ -232,34 +249,24 @@ async fn contenders(start: Instant) -> Vec<Arc<Contender>> {
         }),
         ("ours-aimd".into(), {
             let config = config.clone();
-            Box::new(move |_| {
-                Guard::Ours(Arc::new(AdaptiveBulkhead::new("aimd", config, Aimd::default())))
-            })
+            Box::new(move |_| ours("aimd", config, AdaptiveLimit::new(Aimd::default())))
         }),
         ("ours-aimd(0.5, 1 s)".into(), {
             // Tuned like tower-resilience's AIMD defaults (halve; a slow call counts as a
             // failure), within Netflix's allowed ranges: ratio 0.5, timeout 20x the 50 ms.
             let config = config.clone();
             Box::new(move |_| {
-                let aimd = Aimd::new(0.5, Duration::from_secs(1)).expect("valid AIMD settings");
-                Guard::Ours(Arc::new(AdaptiveBulkhead::new("aimd-tuned", config, aimd)))
+                let aimd = Aimd::new(0.5).expect("valid AIMD settings");
+                ours("aimd-tuned", config, AdaptiveLimit::new(aimd).timeout(Duration::from_secs(1)))
             })
         }),
         ("ours-gradient2".into(), {
             let config = config.clone();
-            Box::new(move |_| {
-                Guard::Ours(Arc::new(AdaptiveBulkhead::new(
-                    "gradient2",
-                    config,
-                    Gradient2::default(),
-                )))
-            })
+            Box::new(move |_| ours("gradient2", config, AdaptiveLimit::new(Gradient2::default())))
         }),
         ("ours-vegas".into(), {
             let config = config.clone();
-            Box::new(move |_| {
-                Guard::Ours(Arc::new(AdaptiveBulkhead::new("vegas", config, Vegas::default())))
-            })
+            Box::new(move |_| ours("vegas", config, AdaptiveLimit::new(Vegas::default())))
         }),
     ];
     list.push((

@@ -3,6 +3,7 @@
 
 use core::time::Duration;
 
+use crate::permit::Mark;
 use crate::state::{Enqueued, Outcome, WaitKey, Wake};
 use crate::{Bulkhead, BulkheadFull, RejectReason};
 
@@ -11,7 +12,7 @@ impl Bulkhead {
     /// passed. The permit, when granted, is owned by the caller (no guard yet).
     #[cold]
     #[inline(never)]
-    pub(crate) fn wait_blocking(&self, wait: Duration) -> Result<(), BulkheadFull> {
+    pub(crate) fn wait_blocking(&self, wait: Duration) -> Result<Mark, BulkheadFull> {
         refuse_in_async_context(self.name(), "acquire", wait);
         let sem = self.sem();
         let clock = &sem.clock;
@@ -20,8 +21,7 @@ impl Bulkhead {
         let key = match sem.enqueue(Wake::thread(), self.max_waiting(), None) {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {
-                self.permitted_after(sem.load(), Some(start));
-                return Ok(());
+                return Ok(self.permitted_after(sem.load(), Some(start)));
             }
             Enqueued::TooManyWaiting => {
                 return Err(self.reject(sem.load(), RejectReason::TooManyWaiting, Duration::ZERO));
@@ -30,10 +30,7 @@ impl Bulkhead {
         };
         let outcome = self.park_on(key, deadline);
         match outcome {
-            Some(Outcome::Granted) => {
-                self.permitted_after(sem.load(), Some(start));
-                Ok(())
-            }
+            Some(Outcome::Granted) => Ok(self.permitted_after(sem.load(), Some(start))),
             Some(Outcome::Closed) => {
                 Err(self.reject(sem.load(), RejectReason::Closed, Duration::ZERO))
             }

@@ -6,8 +6,10 @@ use core::time::Duration;
 use std::sync::Arc as StdArc;
 
 use crate::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
+use crate::hook::LimitHook;
 use crate::name::Name;
 use crate::observe::{bump_own, Cells, Counters, Listeners, Outcome};
+use crate::permit::Mark;
 use crate::state::{Semaphore, Word};
 use crate::sync::{AtomicU64, AtomicUsize, Instant, Mutex, OnceLock, Ordering};
 use crate::{
@@ -67,6 +69,9 @@ pub struct Bulkhead {
     /// Call counters and the wait histogram, once [`enable_counters`](Self::enable_counters)
     /// was called.
     counters: OnceLock<Box<Counters>>,
+    /// A limit controller, once one was attached (`adaptive::AdaptiveLimit`): it samples
+    /// permits as they are granted and learns from them as they end.
+    hook: OnceLock<Box<dyn LimitHook>>,
 }
 
 impl Bulkhead {
@@ -94,6 +99,7 @@ impl Bulkhead {
             config: Mutex::new(config.clone()),
             listeners: Listeners::new(),
             counters: OnceLock::new(),
+            hook: OnceLock::new(),
         };
         bulkhead.store_wait_settings(&config);
         // The `tracing` feature does not set the observed flag: the paths it logs (a
@@ -150,6 +156,16 @@ impl Bulkhead {
         let mut current = self.config.lock();
         // Wait settings first: the limit CAS (Release) then publishes them to callers it admits.
         self.store_wait_settings(&config);
+        if let Some(hook) = self.hook.get() {
+            // The configured limit is the controller's cap: it moves its bounds (under the
+            // config lock, so caps reach it in the config's order) and applies its limit
+            // after the lock.
+            hook.cap_changed(config.max_concurrent_calls());
+            *current = config;
+            drop(current);
+            hook.apply(self);
+            return;
+        }
         let serve = self.sem.set_limit(config.max_concurrent_calls());
         *current = config;
         drop(current);
@@ -221,10 +237,7 @@ impl Bulkhead {
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_>, BulkheadFull> {
         match self.sem.try_acquire() {
-            Ok(word) => {
-                self.permitted(word);
-                Ok(Permit::new(self))
-            }
+            Ok(word) => Ok(Permit::new(self, self.permitted(word))),
             Err(word) => Err(self.refuse(word)),
         }
     }
@@ -270,13 +283,10 @@ impl Bulkhead {
     #[inline]
     pub fn acquire(&self) -> Result<Permit<'_>, BulkheadFull> {
         match self.sem.try_acquire() {
-            Ok(word) => {
-                self.permitted(word);
-                Ok(Permit::new(self))
-            }
+            Ok(word) => Ok(Permit::new(self, self.permitted(word))),
             // Fail fast without decoding the configured wait into a `Duration`.
             Err(word) if word.is_closed() || self.max_wait_is_zero() => Err(self.refuse(word)),
-            Err(_) => self.wait_blocking(self.max_wait()).map(|()| Permit::new(self)),
+            Err(_) => self.wait_blocking(self.max_wait()).map(|mark| Permit::new(self, mark)),
         }
     }
 
@@ -305,17 +315,14 @@ impl Bulkhead {
     /// ```
     #[inline]
     pub fn acquire_timeout(&self, wait: Duration) -> Result<Permit<'_>, BulkheadFull> {
-        self.acquire_raw(wait).map(|()| Permit::new(self))
+        self.acquire_raw(wait).map(|mark| Permit::new(self, mark))
     }
 
     /// Takes a permit as with `acquire_timeout`, without wrapping it in a guard.
     #[inline]
-    fn acquire_raw(&self, wait: Duration) -> Result<(), BulkheadFull> {
+    fn acquire_raw(&self, wait: Duration) -> Result<Mark, BulkheadFull> {
         match self.sem.try_acquire() {
-            Ok(word) => {
-                self.permitted(word);
-                Ok(())
-            }
+            Ok(word) => Ok(self.permitted(word)),
             Err(word) if word.is_closed() || wait.is_zero() => Err(self.refuse(word)),
             Err(_) => self.wait_blocking(wait),
         }
@@ -531,8 +538,13 @@ impl Bulkhead {
     /// # }
     /// ```
     pub async fn call_async<F: Future>(&self, fut: F) -> Result<F::Output, BulkheadFull> {
-        let _permit = self.acquire_async().await?;
-        Ok(fut.await)
+        let mut permit = self.acquire_async().await?;
+        // Dropped before `fut` completes, the call was cancelled (an adaptive limit learns
+        // nothing from it); completed, it succeeded.
+        crate::permit::Marked::unmarked_is_cancelled(&mut permit);
+        let output = fut.await;
+        crate::permit::Marked::set(&mut permit, crate::permit::Outcome::Success);
+        Ok(output)
     }
 
     /// Closes the bulkhead for a graceful shutdown: new calls are refused at once with
@@ -770,9 +782,11 @@ impl Bulkhead {
     /// Bookkeeping for a permit granted without waiting: counted, `CallPermitted`, if
     /// anyone observes.
     #[inline]
-    pub(crate) fn permitted(&self, word: Word) {
+    pub(crate) fn permitted(&self, word: Word) -> Mark {
         if word.is_observed() {
-            self.observe_permitted();
+            self.observe_permitted()
+        } else {
+            Mark::NONE
         }
     }
 
@@ -781,19 +795,22 @@ impl Bulkhead {
     /// `None` only for an unbounded async wait that began unobserved (it never read the
     /// clock): counted, not timed.
     #[inline]
-    pub(crate) fn permitted_after(&self, word: Word, start: Option<Instant>) {
+    pub(crate) fn permitted_after(&self, word: Word, start: Option<Instant>) -> Mark {
         if word.is_observed() || crate::trace::interested() {
-            self.observe_permitted_after(start);
+            self.observe_permitted_after(start)
+        } else {
+            Mark::NONE
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn observe_permitted_after(&self, start: Option<Instant>) {
-        self.observe_permitted();
+    fn observe_permitted_after(&self, start: Option<Instant>) -> Mark {
+        let mark = self.observe_permitted();
         if let Some(start) = start {
             self.observe_wait(Outcome::Permitted, self.sem.clock.since(start));
         }
+        mark
     }
 
     /// Builds the rejection error (allocation-free); counts it and emits `CallRejected`, if
@@ -836,11 +853,59 @@ impl Bulkhead {
 
     /// Returns a permit held by a guard; counts it and emits `CallFinished`, if anyone
     /// observes.
+    ///
+    /// A permit marked with an outcome or sampled by a limit controller goes to
+    /// [`release_marked`](Self::release_marked) instead: a plain permit's mark is zero.
     #[inline]
-    pub(crate) fn release_permit(&self) {
+    pub(crate) fn release_permit(&self, mark: Mark) {
+        if mark.is_set() {
+            return self.release_marked(mark);
+        }
         let word = self.sem.release();
         if word.is_observed() {
             self.observe_finished();
+        }
+    }
+
+    /// Releases a marked permit: the controller learns from a sampled one *before* the slot
+    /// is released, so that when the sample shrinks the limit this permit pays the new debt
+    /// instead of being handed to a queued caller under the old limit. (Released first,
+    /// every completion of a slow phase re-admitted a waiter before the limit dropped:
+    /// adapting took a whole extra latency; see benches/results/adaptive.md.)
+    #[cold]
+    #[inline(never)]
+    fn release_marked(&self, mark: Mark) {
+        if mark.is_sampled() {
+            if let Some(hook) = self.hook.get() {
+                hook.finished(self, mark);
+            }
+        }
+        let word = self.sem.release();
+        if word.is_observed() {
+            self.observe_finished();
+        }
+    }
+
+    /// Attaches `hook`, once: later permits are sampled by it. `false` if one is attached.
+    pub(crate) fn attach_hook(&self, hook: Box<dyn LimitHook>) -> bool {
+        if self.hook.set(hook).is_err() {
+            return false;
+        }
+        // Published by the `OnceLock` (Release/Acquire); the flag sends later grants to it.
+        self.sem.set_observed();
+        true
+    }
+
+    /// The attached limit controller, if any.
+    pub(crate) fn hook(&self) -> Option<&dyn LimitHook> {
+        self.hook.get().map(|hook| &**hook)
+    }
+
+    /// Sets the engine's limit (a controller's decision), never waiting, and serves queued
+    /// callers the new permits admit. Call it holding no lock: serving wakes waiters.
+    pub(crate) fn set_engine_limit(&self, limit: usize) {
+        if self.sem.set_limit(limit) {
+            self.sem.serve_waiters();
         }
     }
 
@@ -856,15 +921,28 @@ impl Bulkhead {
 
     #[cold]
     #[inline(never)]
-    fn observe_permitted(&self) {
+    fn observe_permitted(&self) -> Mark {
         if let Some(counters) = self.counters.get() {
             match counters.inline_cells() {
                 Some(cells) => bump_own(&cells.permitted),
-                None => return self.observe_slow(Observed::Permitted),
+                None => {
+                    self.observe_slow(Observed::Permitted);
+                    return self.start_mark();
+                }
             }
         }
         if !self.listeners.is_empty() {
             self.emit(BulkheadEventKind::CallPermitted);
+        }
+        self.start_mark()
+    }
+
+    /// The mark of a permit just granted: the controller's, if one is attached.
+    #[inline]
+    fn start_mark(&self) -> Mark {
+        match self.hook.get() {
+            Some(hook) => hook.started(self),
+            None => Mark::NONE,
         }
     }
 

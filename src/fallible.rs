@@ -6,13 +6,21 @@
 //! `E: From<BulkheadFull>`, so one error variant of the adapter ("temporarily unavailable")
 //! receives the refusal, as it receives a circuit breaker's "call not permitted".
 //!
+//! They also mark the call's outcome on its permit: `Ok` a success, `Err` a failure, a
+//! dropped future cancelled. A plain bulkhead ignores the mark; an adaptive limit learns
+//! from it (`Bulkhead::set_adaptive_limit`). [`Bulkhead::call_classified`] and
+//! [`Bulkhead::call_async_classified`] let a classifier decide instead (a 404 says nothing
+//! of the downstream's load).
+//!
 //! Why not `try_call`: in this crate `try_` means "never waits" ([`Bulkhead::try_acquire`]),
 //! and these calls wait up to the configured max wait like [`Bulkhead::call`] does.
 
 use core::future::Future;
 use std::sync::Arc;
 
-use crate::{Bulkhead, BulkheadFull};
+use crate::bulkhead::Bulkhead;
+use crate::error::BulkheadFull;
+use crate::permit::{Marked, Outcome};
 
 impl Bulkhead {
     /// Runs `f`, which can fail, on the calling thread under a permit, and gives its result
@@ -91,8 +99,10 @@ impl Bulkhead {
     where
         E: From<BulkheadFull>,
     {
-        let _permit = self.acquire()?;
-        f()
+        let mut permit = self.acquire()?;
+        let result = f();
+        permit.set(Outcome::of_result(&result));
+        result
     }
 
     /// Awaits `fut`, which can fail, in the calling task under a permit, and gives its result
@@ -147,8 +157,11 @@ impl Bulkhead {
         F: Future<Output = Result<T, E>>,
         E: From<BulkheadFull>,
     {
-        let _permit = self.acquire_async().await?;
-        fut.await
+        let mut permit = self.acquire_async().await?;
+        permit.unmarked_is_cancelled();
+        let result = fut.await;
+        permit.set(Outcome::of_result(&result));
+        result
     }
 
     /// The fallible async call on an owned permit: like
@@ -200,8 +213,92 @@ impl Bulkhead {
     {
         let acquire = self.acquire_owned_async();
         async move {
-            let _permit = acquire.await?;
-            fut.await
+            let mut permit = acquire.await?;
+            permit.unmarked_is_cancelled();
+            let result = fut.await;
+            permit.set(Outcome::of_result(&result));
+            result
         }
+    }
+
+    /// Runs `f` on the calling thread under a permit, as [`call`](Self::call) does, and
+    /// marks the call with the [`Outcome`] `classify` gives for its value (for an adaptive
+    /// limit: a 404 says nothing of the downstream's load, a 503 is a failure).
+    ///
+    /// # Blocking
+    ///
+    /// As [`call`](Self::call).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); `f` is not run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::adaptive::{AdaptiveLimit, Aimd};
+    /// use bulkhead::{Bulkhead, BulkheadConfig, Outcome};
+    /// let bank = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// bank.set_adaptive_limit(AdaptiveLimit::new(Aimd::default()))?;
+    /// let status = bank.call_classified(|| 404, |status| match status {
+    ///     500.. => Outcome::Failure,
+    ///     400.. => Outcome::Ignored, // the caller's fault, not the bank's load
+    ///     _ => Outcome::Success,
+    /// })?;
+    /// assert_eq!(status, 404);
+    /// assert_eq!(bank.adaptive_limit().unwrap().limit(), 16);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn call_classified<T>(
+        &self,
+        f: impl FnOnce() -> T,
+        classify: impl FnOnce(&T) -> Outcome,
+    ) -> Result<T, BulkheadFull> {
+        let mut permit = self.acquire()?;
+        let value = f();
+        permit.set_outcome(classify(&value));
+        Ok(value)
+    }
+
+    /// Awaits `fut` in the calling task under a permit, as
+    /// [`call_async`](Self::call_async) does, and marks the call with the [`Outcome`]
+    /// `classify` gives for its output ([`Outcome::Cancelled`] if this future is dropped
+    /// first).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it while it waits leaves the queue; dropping it while `fut`
+    /// runs drops `fut`, releases the permit and reports a cancelled call.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_async`](Self::acquire_async); `fut` is dropped without being polled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::adaptive::{AdaptiveLimit, Aimd};
+    /// use bulkhead::{Bulkhead, BulkheadConfig, Outcome};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let bank = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// bank.set_adaptive_limit(AdaptiveLimit::new(Aimd::default()))?;
+    /// let status = bank.call_async_classified(async { 503 }, |s| {
+    ///     if *s >= 500 { Outcome::Failure } else { Outcome::Success }
+    /// }).await?;
+    /// assert_eq!((status, bank.adaptive_limit().unwrap().limit()), (503, 14));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn call_async_classified<F: Future>(
+        &self,
+        fut: F,
+        classify: impl FnOnce(&F::Output) -> Outcome,
+    ) -> Result<F::Output, BulkheadFull> {
+        let mut permit = self.acquire_async().await?;
+        permit.unmarked_is_cancelled();
+        let output = fut.await;
+        permit.set_outcome(classify(&output));
+        Ok(output)
     }
 }

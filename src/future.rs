@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use pin_project_lite::pin_project;
 
+use crate::permit::Mark;
 use crate::state::{Enqueued, Outcome, WaitKey, Wake};
 use crate::sync::Instant;
 use crate::{Bulkhead, BulkheadFull, OwnedPermit, Permit, RejectReason};
@@ -89,7 +90,7 @@ impl Core {
         bulkhead: &Bulkhead,
         cx: &mut Context<'_>,
         arm: impl FnOnce(Duration) -> Option<S>,
-    ) -> Poll<Result<(), BulkheadFull>> {
+    ) -> Poll<Result<Mark, BulkheadFull>> {
         let just_queued = self.key.is_none();
         if just_queued {
             // First poll: the fast path, or a refusal that needs no queue, decided inline.
@@ -97,8 +98,8 @@ impl Core {
             let sem = bulkhead.sem();
             let word = match sem.try_acquire() {
                 Ok(word) => {
-                    bulkhead.permitted(word);
-                    return self.done_with(Ok(()));
+                    let mark = bulkhead.permitted(word);
+                    return self.done_with(Ok(mark));
                 }
                 Err(word) => word,
             };
@@ -125,7 +126,7 @@ impl Core {
         bulkhead: &Bulkhead,
         cx: &mut Context<'_>,
         just_queued: bool,
-    ) -> Poll<Result<(), BulkheadFull>> {
+    ) -> Poll<Result<Mark, BulkheadFull>> {
         let sem = bulkhead.sem();
         let Some(key) = self.key else {
             unreachable!("a queued future has a wait key");
@@ -176,7 +177,7 @@ impl Core {
         bulkhead: &Bulkhead,
         cx: &mut Context<'_>,
         arm: impl FnOnce(Duration) -> Option<S>,
-    ) -> Option<Poll<Result<(), BulkheadFull>>> {
+    ) -> Option<Poll<Result<Mark, BulkheadFull>>> {
         let sem = bulkhead.sem();
         let wait = bulkhead.max_wait();
         if wait.is_zero() {
@@ -200,8 +201,8 @@ impl Core {
         let key = match sem.enqueue(Wake::task(cx.waker()), bulkhead.max_waiting(), timed) {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {
-                bulkhead.permitted_after(sem.load(), start);
-                return Some(self.done_with(Ok(())));
+                let mark = bulkhead.permitted_after(sem.load(), start);
+                return Some(self.done_with(Ok(mark)));
             }
             Enqueued::TooManyWaiting => {
                 let reason = RejectReason::TooManyWaiting;
@@ -221,7 +222,10 @@ impl Core {
         None
     }
 
-    fn done_with(&mut self, result: Result<(), BulkheadFull>) -> Poll<Result<(), BulkheadFull>> {
+    fn done_with(
+        &mut self,
+        result: Result<Mark, BulkheadFull>,
+    ) -> Poll<Result<Mark, BulkheadFull>> {
         self.done = true;
         Poll::Ready(result)
     }
@@ -237,12 +241,16 @@ impl Core {
     }
 
     /// The wait ended with `outcome`, decided under the queue lock.
-    fn finish(&mut self, bulkhead: &Bulkhead, outcome: Outcome) -> Poll<Result<(), BulkheadFull>> {
+    fn finish(
+        &mut self,
+        bulkhead: &Bulkhead,
+        outcome: Outcome,
+    ) -> Poll<Result<Mark, BulkheadFull>> {
         let sem = bulkhead.sem();
         match outcome {
             Outcome::Granted => {
-                bulkhead.permitted_after(sem.load(), self.start);
-                self.done_with(Ok(()))
+                let mark = bulkhead.permitted_after(sem.load(), self.start);
+                self.done_with(Ok(mark))
             }
             Outcome::Closed => {
                 let err = bulkhead.reject(sem.load(), RejectReason::Closed, Duration::ZERO);
@@ -309,7 +317,7 @@ impl<'a> Future for Acquire<'a> {
         let bulkhead: &'a Bulkhead = this.bulkhead;
         this.core
             .poll(this.timer, bulkhead, cx, engine_timer)
-            .map(|r| r.map(|()| Permit::new(bulkhead)))
+            .map(|r| r.map(|mark| Permit::new(bulkhead, mark)))
     }
 }
 
@@ -371,7 +379,9 @@ where
         let bulkhead: &'a Bulkhead = this.bulkhead;
         let make_sleep = this.make_sleep;
         let arm = |wait| make_sleep.take().map(|make| make(wait));
-        this.core.poll(this.timer, bulkhead, cx, arm).map(|r| r.map(|()| Permit::new(bulkhead)))
+        this.core
+            .poll(this.timer, bulkhead, cx, arm)
+            .map(|r| r.map(|mark| Permit::new(bulkhead, mark)))
     }
 }
 
@@ -419,7 +429,7 @@ impl Future for AcquireOwned {
         let bulkhead = this.bulkhead;
         this.core
             .poll(this.timer, bulkhead, cx, engine_timer)
-            .map(|r| r.map(|()| OwnedPermit::from_acquired(Arc::clone(bulkhead))))
+            .map(|r| r.map(|mark| OwnedPermit::from_acquired(Arc::clone(bulkhead), mark)))
     }
 }
 

@@ -66,79 +66,32 @@ impl BulkheadRegistry {
 pub mod __private {
     pub use std::sync::{Arc, OnceLock};
 
-    use crate::adaptive::{AdaptiveBulkhead, AdaptivePermit};
     use crate::{Bulkhead, BulkheadFull, BulkheadRegistry, Permit};
 
-    /// What a call site resolved, once: the registry's adaptive bulkhead for the name if it
-    /// holds one ([`BulkheadRegistry::find_adaptive`]), so the calls record the samples its
-    /// limit adapts to, else its bulkhead.
+    /// What a call site resolved, once: the registry's bulkhead for the name. An adaptive
+    /// limit attached to it learns from these calls as from any other.
     #[derive(Debug)]
-    pub enum Site {
-        /// A plain bulkhead.
-        Static(Arc<Bulkhead>),
-        /// An adaptive bulkhead: each call's permit records a sample when it ends.
-        Adaptive(Arc<AdaptiveBulkhead>),
-    }
-
-    /// The permit a call holds while its body runs.
-    #[derive(Debug)]
-    pub enum SitePermit<'a> {
-        /// From a plain bulkhead.
-        Static(Permit<'a>),
-        /// From an adaptive bulkhead.
-        Adaptive(AdaptiveSitePermit<'a>),
-    }
-
-    /// An adaptive call's permit, recorded and released out of line, so that a plain call
-    /// site's code (the common case) stays small.
-    #[derive(Debug)]
-    pub struct AdaptiveSitePermit<'a>(Option<AdaptivePermit<'a>>);
-
-    impl Drop for AdaptiveSitePermit<'_> {
-        #[inline(never)]
-        fn drop(&mut self) {
-            drop(self.0.take());
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn adaptive_acquire(adaptive: &AdaptiveBulkhead) -> Result<SitePermit<'_>, BulkheadFull> {
-        adaptive.acquire().map(|permit| SitePermit::Adaptive(AdaptiveSitePermit(Some(permit))))
-    }
+    pub struct Site(Arc<Bulkhead>);
 
     impl Site {
         /// The entry `name` of `registry` (created with the registry's configuration if
         /// absent).
         #[cold]
         pub fn of(registry: &BulkheadRegistry, name: &str) -> Site {
-            match registry.find_adaptive(name) {
-                Some(adaptive) => Site::Adaptive(adaptive),
-                None => Site::Static(registry.bulkhead(name)),
-            }
+            Site(registry.bulkhead(name))
         }
 
-        /// [`Bulkhead::acquire`] or [`AdaptiveBulkhead::acquire`]. Always inlined: the
-        /// plain path then costs about what a hand-written `acquire` does
-        /// (`benches/results/macro.md`).
+        /// [`Bulkhead::acquire`]. Always inlined: a call site then costs about what a
+        /// hand-written `acquire` does (`benches/results/macro.md`).
         #[inline(always)]
-        pub fn acquire(&self) -> Result<SitePermit<'_>, BulkheadFull> {
-            match self {
-                Site::Static(bulkhead) => bulkhead.acquire().map(SitePermit::Static),
-                Site::Adaptive(adaptive) => adaptive_acquire(adaptive),
-            }
+        pub fn acquire(&self) -> Result<Permit<'_>, BulkheadFull> {
+            self.0.acquire()
         }
 
-        /// [`Bulkhead::acquire_async`] or [`AdaptiveBulkhead::acquire_async`].
+        /// [`Bulkhead::acquire_async`].
         #[inline]
-        pub async fn acquire_async(&self) -> Result<SitePermit<'_>, BulkheadFull> {
-            match self {
-                Site::Static(bulkhead) => bulkhead.acquire_async().await.map(SitePermit::Static),
-                Site::Adaptive(adaptive) => adaptive
-                    .acquire_async()
-                    .await
-                    .map(|permit| SitePermit::Adaptive(AdaptiveSitePermit(Some(permit)))),
-            }
+        pub async fn acquire_async(&self) -> Result<Permit<'_>, BulkheadFull> {
+            self.0.acquire_async().await
         }
     }
 

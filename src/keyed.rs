@@ -668,8 +668,8 @@ where
                 let bulkhead = Arc::clone(&entry.bulkhead);
                 drop(shard);
                 // Listeners run outside the shard's lock.
-                bulkhead.permitted(word);
-                Ok(OwnedPermit::from_acquired(bulkhead))
+                let mark = bulkhead.permitted(word);
+                Ok(OwnedPermit::from_acquired(bulkhead, mark))
             }
             // Unobserved: building the error runs no user code and writes nothing shared;
             // the guard is released after the error is built. `refuse_unobserved` notifies

@@ -79,6 +79,7 @@ mod fallible;
 pub mod file;
 mod future;
 mod global;
+mod hook;
 pub mod keyed;
 mod keyed_registry;
 #[cfg(feature = "tower")]
@@ -111,7 +112,7 @@ pub use crate::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
 #[doc(hidden)]
 pub use crate::global::__private;
 pub use crate::metrics::BulkheadMetrics;
-pub use crate::permit::{OwnedPermit, Permit};
+pub use crate::permit::{Outcome, OwnedPermit, Permit};
 pub use crate::registry::{BulkheadRegistry, BulkheadRegistryBuilder, RegistryError};
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]

@@ -14,6 +14,7 @@
 //! | `bulkhead_calls_permitted_total` | counter | calls admitted |
 //! | `bulkhead_calls_rejected_total` | counter | calls refused, label `reason`: [`RejectReason::label`] (`full`, `wait_timed_out`, `too_many_waiting`, `closed`) |
 //! | `bulkhead_calls_finished_total` | counter | permits released (call returned, unwound or was cancelled) |
+//! | `bulkhead_adaptive_limit`, `_min_limit`, `_max_limit`, `_samples_total`, and the algorithm's estimates | gauges, counter | only for a bulkhead with an adaptive limit attached ([`Bulkhead::set_adaptive_limit`]): the controller's state |
 //! | `bulkhead_wait_duration_seconds` | histogram | time spent getting a permit, label `outcome`: `permitted` or `rejected`; zero for a permit taken at once or an immediate refusal (also counted as zero: a queued caller refused by `close`, and an unbounded async wait that began before the bulkhead was observed, which never read the clock) |
 //!
 //! # Everything is read when you scrape: call [`collect`]
@@ -274,6 +275,7 @@ impl Inner {
     fn collect(&self) {
         let m = self.bulkhead.metrics();
         self.gauges.set(&m);
+        record_adaptive(&self.bulkhead);
         let Some(counters) = self.bulkhead.counters() else {
             return;
         };
@@ -416,6 +418,15 @@ pub fn record(bulkhead: &Bulkhead) {
     Gauges::new(bulkhead.name()).set(&m);
     if let Some(counters) = bulkhead.counters() {
         Counters::new(bulkhead.name()).set(&counters.counts());
+    }
+    record_adaptive(bulkhead);
+}
+
+/// An adaptive limit's gauges, if one is attached (`bulkhead_adaptive_*`: see the module
+/// docs).
+fn record_adaptive(bulkhead: &Bulkhead) {
+    if let Some(control) = bulkhead.adaptive_limit() {
+        crate::adaptive::metrics::record(&control, bulkhead.name());
     }
 }
 

@@ -1,9 +1,289 @@
-//! Permits: guards that release their slot exactly once, on drop.
+//! Permits: guards that release their slot exactly once, on drop, and say how the call ended.
+//!
+//! # Outcomes and marks
+//!
+//! A permit can be marked with how its call ended ([`Outcome`]: [`Permit::succeed`],
+//! [`Permit::fail`], [`Permit::ignore`], [`Permit::set_outcome`]). A plain bulkhead ignores
+//! the mark; a bulkhead with an adaptive limit attached
+//! ([`Bulkhead::set_adaptive_limit`](crate::Bulkhead::set_adaptive_limit)) feeds it, with the
+//! call's latency, to its controller when the permit ends. Marking is the same on every
+//! permit of the family, whoever handed it out.
+//!
+//! What a permit carries for that is one word, its [`Mark`]: zero for a permit nobody
+//! sampled or marked (a plain bulkhead's, always), so that a plain release tests one word
+//! and goes on. A sampled permit's mark holds when the call started and how many calls were
+//! in flight then; the controller reads it when the permit ends, before the slot is
+//! released.
 
 use core::fmt;
+use core::time::Duration;
 use std::sync::Arc;
 
-use crate::Bulkhead;
+use crate::bulkhead::Bulkhead;
+
+/// How an admitted call ended, as a limit controller sees it.
+///
+/// The names follow Netflix's concurrency-limits `Limiter.Listener` (`onSuccess`,
+/// `onDropped`, `onIgnore`), which the built-in algorithms reproduce: a [`Failure`] is a
+/// "drop" there (the downstream timed out or failed under load), an [`Ignored`] or
+/// [`Cancelled`] call feeds no sample to them.
+///
+/// [`Failure`]: Outcome::Failure
+/// [`Ignored`]: Outcome::Ignored
+/// [`Cancelled`]: Outcome::Cancelled
+///
+/// # Examples
+///
+/// ```
+/// use bulkhead::Outcome;
+/// assert!(Outcome::Failure.is_failure());
+/// assert!(!Outcome::Cancelled.is_failure());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The call completed and its latency tells how loaded the downstream is.
+    Success,
+    /// The downstream failed: an `Err` the classifier counts, a panic, a timeout. The
+    /// built-in algorithms treat it as Netflix's "drop" (a sign of overload).
+    Failure,
+    /// The caller gave up before the call completed (its future was dropped). Its latency is
+    /// only a lower bound; the built-in algorithms ignore it.
+    Cancelled,
+    /// The call ended in a way that says nothing about the downstream's capacity (a
+    /// validation error, a 404): the built-in algorithms ignore it.
+    Ignored,
+}
+
+impl Outcome {
+    /// `true` for [`Outcome::Failure`].
+    ///
+    /// ```
+    /// # use bulkhead::Outcome;
+    /// assert!(!Outcome::Success.is_failure());
+    /// ```
+    pub fn is_failure(self) -> bool {
+        matches!(self, Outcome::Failure)
+    }
+
+    /// `true` when the built-in algorithms learn from it: [`Success`](Outcome::Success) and
+    /// [`Failure`](Outcome::Failure).
+    ///
+    /// ```
+    /// # use bulkhead::Outcome;
+    /// assert!(Outcome::Success.is_informative());
+    /// assert!(!Outcome::Ignored.is_informative());
+    /// ```
+    pub fn is_informative(self) -> bool {
+        matches!(self, Outcome::Success | Outcome::Failure)
+    }
+
+    /// `Ok` is a success, `Err` a failure: how the `_fallible` calls and the tower layer
+    /// mark a call.
+    pub(crate) fn of_result<T, E>(result: &Result<T, E>) -> Outcome {
+        if result.is_ok() {
+            Outcome::Success
+        } else {
+            Outcome::Failure
+        }
+    }
+
+    const ALL: [Outcome; 4] =
+        [Outcome::Success, Outcome::Failure, Outcome::Cancelled, Outcome::Ignored];
+
+    fn code(self) -> u64 {
+        // 0 is "unmarked".
+        Outcome::ALL.iter().position(|o| *o == self).map_or(0, |i| i as u64 + 1)
+    }
+}
+
+/// The word a permit carries for a limit controller (see the module docs).
+///
+/// | bits    | field                                                            |
+/// |---------|------------------------------------------------------------------|
+/// | 0..=2   | the outcome marked: 0 unmarked, else `Outcome::ALL` index + 1     |
+/// | 3       | an unmarked end is `Cancelled`, not `Success` (a call's future)  |
+/// | 4       | sampled: the fields below are set                                 |
+/// | 5..=19  | calls in flight when it started (saturating at 2^15 − 1)          |
+/// | 20..=63 | when it started: nanoseconds on the controller's clock, mod 2^44  |
+///
+/// A latency is the difference of two clock readings modulo 2^44 ns (4.9 hours): a call
+/// held longer than that is measured short by a multiple of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Mark(u64);
+
+const OUTCOME: u64 = 0b111;
+const UNMARKED_CANCELLED: u64 = 1 << 3;
+const SAMPLED: u64 = 1 << 4;
+const IN_FLIGHT_SHIFT: u32 = 5;
+const IN_FLIGHT_MAX: u64 = (1 << 15) - 1;
+const START_SHIFT: u32 = 20;
+const START_BITS: u32 = 64 - START_SHIFT;
+
+impl Mark {
+    /// Not sampled, not marked: a plain permit.
+    pub(crate) const NONE: Mark = Mark(0);
+
+    /// A sampled permit that started at `start_nanos` with `in_flight` calls in flight.
+    pub(crate) fn sampled(start_nanos: u64, in_flight: usize) -> Mark {
+        let in_flight = (in_flight as u64).min(IN_FLIGHT_MAX);
+        Mark(SAMPLED | in_flight << IN_FLIGHT_SHIFT | start_nanos << START_SHIFT)
+    }
+
+    /// Whether the release must look at this mark at all.
+    #[inline]
+    pub(crate) fn is_set(self) -> bool {
+        self.0 != 0
+    }
+
+    pub(crate) fn is_sampled(self) -> bool {
+        self.0 & SAMPLED != 0
+    }
+
+    /// Calls in flight when the permit was granted, itself included (saturating).
+    pub(crate) fn in_flight(self) -> usize {
+        ((self.0 >> IN_FLIGHT_SHIFT) & IN_FLIGHT_MAX) as usize
+    }
+
+    /// The time from the start to `now_nanos` (same clock), modulo 2^44 ns.
+    pub(crate) fn latency(self, now_nanos: u64) -> Duration {
+        let elapsed = (now_nanos << START_SHIFT).wrapping_sub(self.0 & !((1 << START_SHIFT) - 1));
+        Duration::from_nanos(elapsed >> START_SHIFT)
+    }
+
+    fn mark(&mut self, outcome: Outcome) {
+        self.0 = (self.0 & !OUTCOME) | outcome.code();
+    }
+
+    fn unmarked_is_cancelled(&mut self) {
+        self.0 |= UNMARKED_CANCELLED;
+    }
+
+    /// How the call ended: as marked, else `Failure` while the thread panics, else
+    /// `Cancelled` or `Success` as the acquirer said.
+    pub(crate) fn outcome(self) -> Outcome {
+        match self.0 & OUTCOME {
+            0 if std::thread::panicking() => Outcome::Failure,
+            0 if self.0 & UNMARKED_CANCELLED != 0 => Outcome::Cancelled,
+            0 => Outcome::Success,
+            code => Outcome::ALL[code as usize - 1],
+        }
+    }
+}
+
+const _: () = assert!(START_BITS == 44);
+
+/// The outcome-marking methods, the same on every permit type.
+macro_rules! marking {
+    ($permit:ty, $take:literal) => {
+        impl $permit {
+            /// Sets the outcome reported when the permit ends (the last one set wins). A
+            /// plain bulkhead ignores it; an adaptive limit learns from it. Unmarked, a
+            /// permit reports [`Outcome::Success`], or [`Outcome::Failure`] when dropped
+            /// while its thread panics.
+            ///
+            /// ```
+            /// use bulkhead::adaptive::{AdaptiveLimit, Aimd};
+            /// use bulkhead::{Bulkhead, BulkheadConfig, Outcome};
+            /// let bulkhead = std::sync::Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+            /// bulkhead.set_adaptive_limit(AdaptiveLimit::new(Aimd::default()))?;
+            #[doc = concat!("let mut permit = ", $take, ";")]
+            /// permit.set_outcome(Outcome::Ignored);
+            /// drop(permit);
+            /// assert_eq!(bulkhead.adaptive_limit().unwrap().limit(), 16); // ignored: no change
+            /// # Ok::<(), Box<dyn std::error::Error>>(())
+            /// ```
+            pub fn set_outcome(&mut self, outcome: Outcome) {
+                self.mark.mark(outcome);
+            }
+
+            /// Ends the permit, reporting a success.
+            ///
+            /// ```
+            /// use bulkhead::adaptive::{AdaptiveLimit, Aimd};
+            /// use bulkhead::{Bulkhead, BulkheadConfig};
+            /// let bulkhead = std::sync::Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+            /// bulkhead.set_adaptive_limit(AdaptiveLimit::new(Aimd::default()))?;
+            #[doc = concat!("let permit = ", $take, ";")]
+            /// permit.succeed();
+            /// assert_eq!(bulkhead.adaptive_limit().unwrap().metrics().samples(), 1);
+            /// # Ok::<(), Box<dyn std::error::Error>>(())
+            /// ```
+            pub fn succeed(mut self) {
+                self.mark.mark(Outcome::Success);
+            }
+
+            /// Ends the permit, reporting a failure (the downstream failed or timed out).
+            ///
+            /// ```
+            /// use bulkhead::adaptive::{AdaptiveLimit, Aimd};
+            /// use bulkhead::{Bulkhead, BulkheadConfig};
+            /// let bulkhead = std::sync::Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+            /// bulkhead.set_adaptive_limit(AdaptiveLimit::new(Aimd::default()))?;
+            #[doc = concat!("let permit = ", $take, ";")]
+            /// permit.fail();
+            /// assert_eq!(bulkhead.adaptive_limit().unwrap().limit(), 14); // AIMD backed off
+            /// # Ok::<(), Box<dyn std::error::Error>>(())
+            /// ```
+            pub fn fail(mut self) {
+                self.mark.mark(Outcome::Failure);
+            }
+
+            /// Ends the permit, reporting an ignored call (it says nothing of the
+            /// downstream's capacity: the built-in algorithms learn nothing).
+            ///
+            /// ```
+            /// use bulkhead::adaptive::{AdaptiveLimit, Aimd};
+            /// use bulkhead::{Bulkhead, BulkheadConfig};
+            /// let bulkhead = std::sync::Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+            /// bulkhead.set_adaptive_limit(AdaptiveLimit::new(Aimd::default()))?;
+            #[doc = concat!("let permit = ", $take, ";")]
+            /// permit.ignore();
+            /// assert_eq!(bulkhead.adaptive_limit().unwrap().limit(), 16);
+            /// # Ok::<(), Box<dyn std::error::Error>>(())
+            /// ```
+            pub fn ignore(mut self) {
+                self.mark.mark(Outcome::Ignored);
+            }
+        }
+
+        impl Marked for $permit {
+            fn set(&mut self, outcome: Outcome) {
+                self.mark.mark(outcome);
+            }
+
+            fn unmarked_is_cancelled(&mut self) {
+                self.mark.unmarked_is_cancelled();
+            }
+        }
+    };
+}
+
+/// What holds permits a call's outcome is marked on: a permit, or the permits of one call
+/// (a key's and a total's).
+pub(crate) trait Marked {
+    /// Marks how the call ended.
+    fn set(&mut self, outcome: Outcome);
+    /// Reports [`Outcome::Cancelled`] if it ends unmarked and not unwinding: for permits
+    /// held by a call's future, which may be dropped before the call completes.
+    fn unmarked_is_cancelled(&mut self);
+}
+
+impl<A: Marked, B: Marked> Marked for (A, Option<B>) {
+    fn set(&mut self, outcome: Outcome) {
+        self.0.set(outcome);
+        if let Some(b) = &mut self.1 {
+            b.set(outcome);
+        }
+    }
+
+    fn unmarked_is_cancelled(&mut self) {
+        self.0.unmarked_is_cancelled();
+        if let Some(b) = &mut self.1 {
+            b.unmarked_is_cancelled();
+        }
+    }
+}
 
 /// A slot in a [`Bulkhead`], borrowed from it. Dropping the permit releases the slot
 /// (exactly once) and emits `CallFinished`.
@@ -43,11 +323,13 @@ use crate::Bulkhead;
 #[clippy::has_significant_drop]
 pub struct Permit<'a> {
     bulkhead: &'a Bulkhead,
+    mark: Mark,
 }
 
 impl<'a> Permit<'a> {
-    pub(crate) fn new(bulkhead: &'a Bulkhead) -> Self {
-        Permit { bulkhead }
+    #[inline]
+    pub(crate) fn new(bulkhead: &'a Bulkhead, mark: Mark) -> Self {
+        Permit { bulkhead, mark }
     }
 
     /// The bulkhead this permit belongs to.
@@ -66,16 +348,19 @@ impl<'a> Permit<'a> {
     /// Turns this permit into an owned one without releasing the slot in between.
     pub(crate) fn into_owned(self, bulkhead: Arc<Bulkhead>) -> OwnedPermit {
         debug_assert!(core::ptr::eq(self.bulkhead, &*bulkhead));
+        let mark = self.mark;
         // The slot moves to the owned permit; this guard must not release it.
         core::mem::forget(self);
-        OwnedPermit { bulkhead }
+        OwnedPermit { bulkhead, mark }
     }
 }
+
+marking!(Permit<'_>, "bulkhead.try_acquire()?");
 
 impl Drop for Permit<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.bulkhead.release_permit();
+        self.bulkhead.release_permit(self.mark);
     }
 }
 
@@ -107,12 +392,13 @@ impl fmt::Debug for Permit<'_> {
 #[clippy::has_significant_drop]
 pub struct OwnedPermit {
     bulkhead: Arc<Bulkhead>,
+    mark: Mark,
 }
 
 impl OwnedPermit {
     /// A permit for a slot already taken from `bulkhead`.
-    pub(crate) fn from_acquired(bulkhead: Arc<Bulkhead>) -> Self {
-        OwnedPermit { bulkhead }
+    pub(crate) fn from_acquired(bulkhead: Arc<Bulkhead>, mark: Mark) -> Self {
+        OwnedPermit { bulkhead, mark }
     }
 
     /// The bulkhead this permit belongs to.
@@ -130,9 +416,11 @@ impl OwnedPermit {
     }
 }
 
+marking!(OwnedPermit, "bulkhead.try_acquire_owned()?");
+
 impl Drop for OwnedPermit {
     fn drop(&mut self) {
-        self.bulkhead.release_permit();
+        self.bulkhead.release_permit(self.mark);
     }
 }
 

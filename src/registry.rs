@@ -87,10 +87,6 @@ pub(crate) struct Inner {
 struct Entry {
     bulkhead: Arc<Bulkhead>,
     tags: BTreeMap<String, String>,
-    /// The adaptive bulkhead whose engine `bulkhead` is, when the entry was made adaptive
-    /// ([`AdaptiveBulkhead::in_registry`](crate::adaptive::AdaptiveBulkhead::in_registry)
-    /// or a config file's `adaptive:` block); cleared by [`BulkheadRegistry::replace`].
-    adaptive: Option<Arc<crate::adaptive::AdaptiveBulkhead>>,
 }
 
 /// A registry operation was refused.
@@ -539,10 +535,7 @@ impl BulkheadRegistry {
         if undefined {
             inner.undefined.push(name.to_owned());
         }
-        inner.entries.insert(
-            name.to_owned(),
-            Entry { bulkhead: Arc::clone(&bulkhead), tags, adaptive: None },
-        );
+        inner.entries.insert(name.to_owned(), Entry { bulkhead: Arc::clone(&bulkhead), tags });
         drop(inner);
         // The warning (a `tracing` subscriber is foreign code) after unlocking.
         if undefined {
@@ -578,8 +571,8 @@ impl BulkheadRegistry {
     /// assert!(registry.remove("bank").is_none());
     /// ```
     pub fn remove(&self, name: &str) -> Option<Arc<Bulkhead>> {
-        // Removed under the lock, dropped after it: the entry's adaptive bulkhead may be the
-        // last reference, and its listeners are user code.
+        // Removed under the lock, dropped after it: the entry may hold the last reference to
+        // a bulkhead whose listeners are user code.
         let removed = self.inner.write().entries.remove(name);
         removed.map(|e| e.bulkhead)
     }
@@ -615,61 +608,9 @@ impl BulkheadRegistry {
         );
         let mut inner = self.inner.write();
         let entry = inner.entries.get_mut(name)?;
-        let adaptive = entry.adaptive.take();
         let old = core::mem::replace(&mut entry.bulkhead, bulkhead);
         drop(inner);
-        // The old adaptive handle may be the last reference (its listeners are user code).
-        drop(adaptive);
         Some(old)
-    }
-
-    /// The configuration of `name` as configured: an adaptive entry's cap and wait settings
-    /// (its engine's limit moves below that cap), else the bulkhead's configuration
-    /// (created as [`bulkhead`](Self::bulkhead) would, if absent).
-    pub(crate) fn configured(&self, name: &str) -> BulkheadConfig {
-        if let Some(adaptive) = self.find_adaptive(name) {
-            return adaptive.base_config().clone();
-        }
-        self.bulkhead(name).config()
-    }
-
-    /// Makes the entry `name` (created as [`bulkhead`](Self::bulkhead) would, if absent)
-    /// hold `adaptive` and its engine.
-    pub(crate) fn set_adaptive(
-        &self,
-        name: &str,
-        adaptive: &Arc<crate::adaptive::AdaptiveBulkhead>,
-    ) {
-        let _ = self.bulkhead(name);
-        let mut inner = self.inner.write();
-        // What the entry held is dropped after unlocking: it may be the last reference to a
-        // bulkhead whose listeners are user code.
-        let old = inner.entries.get_mut(name).map(|entry| {
-            let bulkhead = core::mem::replace(&mut entry.bulkhead, Arc::clone(adaptive.bulkhead()));
-            (bulkhead, entry.adaptive.replace(Arc::clone(adaptive)))
-        });
-        drop(inner);
-        drop(old);
-    }
-
-    /// The adaptive bulkhead registered as `name`, if the entry is adaptive: made by
-    /// [`AdaptiveBulkhead::in_registry`](crate::adaptive::AdaptiveBulkhead::in_registry), or
-    /// by [`from_file`](Self::from_file) and its siblings for an instance with an `adaptive:`
-    /// block. Calls through it record the samples the limit adapts to; calls through
-    /// [`find`](Self::find)'s `Arc<Bulkhead>` (the same engine) are limited but not measured.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use bulkhead::adaptive::{AdaptiveBulkhead, Aimd};
-    /// use bulkhead::BulkheadRegistry;
-    /// let registry = BulkheadRegistry::default();
-    /// assert!(registry.find_adaptive("bank").is_none());
-    /// let bank = AdaptiveBulkhead::in_registry(&registry, "bank", Aimd::default());
-    /// assert!(Arc::ptr_eq(&registry.find_adaptive("bank").unwrap(), &bank));
-    /// assert!(registry.find_adaptive("other").is_none());
-    /// ```
-    pub fn find_adaptive(&self, name: &str) -> Option<Arc<crate::adaptive::AdaptiveBulkhead>> {
-        self.inner.read().entries.get(name).and_then(|e| e.adaptive.clone())
     }
 
     /// Every registered bulkhead, sorted by name (a snapshot).
@@ -887,8 +828,9 @@ impl BulkheadRegistry {
     }
 
     /// Builds a registry from a file already loaded; see [`from_file`](Self::from_file).
-    /// An instance with an `adaptive:` block becomes an adaptive bulkhead
-    /// ([`find_adaptive`](Self::find_adaptive); the block: [`AdaptiveSettings`]).
+    /// An instance with an `adaptive:` block gets that adaptive limit attached
+    /// ([`Bulkhead::adaptive_limit`](crate::Bulkhead::adaptive_limit); the block:
+    /// [`AdaptiveSettings`]).
     ///
     /// [`AdaptiveSettings`]: crate::file::AdaptiveSettings
     ///
@@ -916,9 +858,11 @@ impl BulkheadRegistry {
             }
         }
         for instance in file.instances() {
-            registry.bulkhead_with(instance.name(), instance.config().clone());
+            let bulkhead = registry.bulkhead_with(instance.name(), instance.config().clone());
             if let Some(settings) = instance.adaptive() {
-                settings.in_registry(&registry, instance.name());
+                // A fresh bulkhead has no controller yet, and the settings were checked
+                // against this very configuration when the file was read.
+                settings.attach(&bulkhead).expect("adaptive settings checked when read");
             }
         }
         registry

@@ -85,6 +85,7 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::permit::{Marked, Outcome};
 #[cfg(doc)]
 use crate::BulkheadFull;
 use crate::{AcquireOwned, Bulkhead, OwnedPermit};
@@ -381,20 +382,22 @@ pin_project! {
     }
 }
 
-impl<F, P> Guarded<F, P> {
-    /// Calls `service` with `request` (each taken once, when the permits are held).
-    pub(crate) fn call<S, Req>(service: Option<S>, request: Option<Req>, permits: P) -> Self
+impl<F, P: Marked> Guarded<F, P> {
+    /// Calls `service` with `request` (each taken once, when the permits are held). Until
+    /// the call completes, dropping it reports the call [`Outcome::Cancelled`].
+    pub(crate) fn call<S, Req>(service: Option<S>, request: Option<Req>, mut permits: P) -> Self
     where
         S: Service<Req, Future = F>,
     {
         let (Some(mut service), Some(request)) = (service, request) else {
             unreachable!("the service and request are taken once, when the permits are held");
         };
+        permits.unmarked_is_cancelled();
         Guarded { future: service.call(request), permits: Some(permits) }
     }
 }
 
-impl<F, T, E, P> Future for Guarded<F, P>
+impl<F, T, E, P: Marked> Future for Guarded<F, P>
 where
     F: Future<Output = Result<T, E>>,
     E: Into<BoxError>,
@@ -404,8 +407,11 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let output = ready!(this.future.poll(cx));
-        // The call is over: free the slots before handing the response on.
-        drop(this.permits.take());
+        // The call is over: mark how it went (an `Err` is a failure, for an adaptive limit)
+        // and free the slots before handing the response on.
+        if let Some(mut permits) = this.permits.take() {
+            permits.set(Outcome::of_result(&output));
+        }
         Poll::Ready(output.map_err(Into::into))
     }
 }

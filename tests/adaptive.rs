@@ -1,14 +1,16 @@
-//! The adaptive bulkhead's public API (issue 12): samples from real calls, outcomes,
-//! bounds, limit-change events, and the engine following the limit.
+//! Adaptive limits attached to a bulkhead (issues 12, 19): samples from real calls,
+//! outcomes, bounds, limit-change events, and the engine following the limit.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bulkhead::adaptive::{
-    AdaptiveBulkhead, Aimd, Gradient2, LimitAlgorithm, Limits, Outcome, Sample, Vegas,
+    AdaptiveLimit, Aimd, Gradient2, LimitAlgorithm, Limits, Outcome, Sample, Vegas,
 };
-use bulkhead::{BulkheadConfig, RejectReason};
+use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Records every sample it sees; moves the limit by a script: -1 per failure, +1 per
 /// success.
@@ -26,8 +28,18 @@ impl LimitAlgorithm for Recorder {
     }
 }
 
-fn pool20(algorithm: impl LimitAlgorithm) -> AdaptiveBulkhead {
-    AdaptiveBulkhead::new("bank", BulkheadConfig::for_pool(20), algorithm)
+fn adaptive(limit: AdaptiveLimit) -> Bulkhead {
+    let bank = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    bank.set_adaptive_limit(limit).unwrap();
+    bank
+}
+
+fn pool20(algorithm: impl LimitAlgorithm) -> Bulkhead {
+    adaptive(AdaptiveLimit::new(algorithm))
+}
+
+fn limit(bank: &Bulkhead) -> usize {
+    bank.adaptive_limit().unwrap().limit()
 }
 
 fn outcomes(recorder: &Recorder) -> Vec<Outcome> {
@@ -47,18 +59,18 @@ fn call_records_latency_and_success() {
 }
 
 #[test]
-fn call_result_err_and_panic_record_failures() {
+fn call_fallible_err_and_panic_record_failures() {
     let recorder = Recorder::default();
     let bank = pool20(recorder.clone());
-    let reply: Result<(), &str> = bank.call_result(|| Err("503")).unwrap();
+    let reply: Result<(), BoxError> = bank.call_fallible(|| Err("503".into()));
     assert!(reply.is_err());
     let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         bank.call(|| panic!("downstream bug"))
     }));
     assert!(panicked.is_err());
     assert_eq!(outcomes(&recorder), [Outcome::Failure, Outcome::Failure]);
-    assert_eq!(bank.limit(), 14, "two failures moved the limit down twice");
-    assert_eq!(bank.bulkhead().metrics().in_flight_calls(), 0, "the panic released its permit");
+    assert_eq!(limit(&bank), 14, "two failures moved the limit down twice");
+    assert_eq!(bank.metrics().in_flight_calls(), 0, "the panic released its permit");
 }
 
 #[test]
@@ -90,14 +102,17 @@ async fn async_calls_record_success_timeout_and_cancellation() {
     let bank = pool20(recorder.clone());
     assert_eq!(bank.call_async(async { 7 }).await.unwrap(), 7);
     let slow = tokio::time::sleep(Duration::from_secs(60));
-    let timed_out =
-        bank.call_result_async(tokio::time::timeout(Duration::from_millis(5), slow)).await;
-    assert!(timed_out.unwrap().is_err());
+    let timed_out: Result<(), BoxError> = bank
+        .call_async_fallible(async {
+            tokio::time::timeout(Duration::from_millis(5), slow).await.map_err(BoxError::from)
+        })
+        .await;
+    assert!(timed_out.is_err());
     // Cancelled: the caller's own timeout drops the call's future.
     let call = bank.call_async(tokio::time::sleep(Duration::from_secs(60)));
     assert!(tokio::time::timeout(Duration::from_millis(5), call).await.is_err());
     assert_eq!(outcomes(&recorder), [Outcome::Success, Outcome::Failure, Outcome::Cancelled]);
-    assert_eq!(bank.bulkhead().metrics().in_flight_calls(), 0);
+    assert_eq!(bank.metrics().in_flight_calls(), 0);
 }
 
 #[test]
@@ -114,16 +129,12 @@ fn limit_never_exceeds_the_guides_cap_nor_drops_below_min() {
             }
         }
     }
-    let bank = AdaptiveBulkhead::builder("bank", BulkheadConfig::for_pool(20))
-        .algorithm(Wild(0))
-        .min_limit(3)
-        .build()
-        .unwrap();
+    let bank = adaptive(AdaptiveLimit::new(Wild(0)).min_limit(3));
     for i in 0..10 {
         bank.call(|| ()).unwrap();
         let expected = if i % 2 == 0 { 3 } else { 16 };
-        assert_eq!(bank.limit(), expected);
-        assert_eq!(bank.adaptive_metrics().limit(), expected);
+        assert_eq!(limit(&bank), expected);
+        assert_eq!(bank.adaptive_limit().unwrap().metrics().limit(), expected);
     }
 }
 
@@ -133,7 +144,7 @@ fn the_engine_follows_the_limit() {
     for _ in 0..5 {
         bank.try_acquire().unwrap().fail(); // 16 -> 14 -> 12 -> 10 -> 9 -> 8
     }
-    assert_eq!(bank.limit(), 8);
+    assert_eq!(limit(&bank), 8);
     let held: Vec<_> = (0..8).map(|_| bank.try_acquire().unwrap()).collect();
     let refused = bank.try_acquire().unwrap_err();
     assert_eq!(refused.reason(), RejectReason::Full);
@@ -141,9 +152,9 @@ fn the_engine_follows_the_limit() {
     // Successes of calls admitted with 1..=8 in flight: +1 each once in_flight * 2 >=
     // limit (the 4th to the 8th), so 8 -> 13; the first three were app-limited.
     drop(held);
-    assert_eq!(bank.limit(), 13);
+    assert_eq!(limit(&bank), 13);
     // The wait settings of the original config are kept.
-    assert_eq!(bank.bulkhead().config().max_wait_duration(), Duration::from_millis(100));
+    assert_eq!(bank.config().max_wait_duration(), Duration::from_millis(100));
 }
 
 #[test]
@@ -151,15 +162,15 @@ fn limit_change_events_carry_old_and_new() {
     let bank = pool20(Aimd::default());
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&seen);
-    bank.on_limit_change(move |c| {
+    bank.adaptive_limit().unwrap().on_limit_change(move |c| {
         assert_eq!(c.bulkhead_name(), "bank");
         sink.lock().unwrap().push((c.old_limit(), c.new_limit()));
     });
     // A panicking listener does not stop the others, nor the controller.
-    bank.on_limit_change(|_| panic!("a buggy listener"));
+    bank.adaptive_limit().unwrap().on_limit_change(|_| panic!("a buggy listener"));
     let calls = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&calls);
-    bank.on_limit_change(move |_| {
+    bank.adaptive_limit().unwrap().on_limit_change(move |_| {
         counter.fetch_add(1, Ordering::Relaxed);
     });
     bank.try_acquire().unwrap().fail();
@@ -171,15 +182,19 @@ fn limit_change_events_carry_old_and_new() {
 
 #[test]
 fn builder_errors_name_the_key_and_value() {
-    let err = |b: bulkhead::adaptive::AdaptiveBulkheadBuilder| b.build().unwrap_err();
-    let config = BulkheadConfig::for_pool(20);
-    let e = err(AdaptiveBulkhead::builder("b", config.clone()).max_limit(17));
+    let b = Bulkhead::new("b", BulkheadConfig::for_pool(20));
+    let err = |limit: AdaptiveLimit| b.set_adaptive_limit(limit).unwrap_err();
+    let aimd = || AdaptiveLimit::new(Aimd::default());
+    let e = err(aimd().max_limit(17));
     assert_eq!((e.key(), e.value()), ("max_limit", "17"));
-    let e = err(AdaptiveBulkhead::builder("b", config.clone()).min_limit(17));
+    let e = err(aimd().min_limit(17));
     assert_eq!((e.key(), e.value()), ("min_limit", "17"));
-    let e = err(AdaptiveBulkhead::builder("b", config.clone()).min_limit(4).initial_limit(2));
+    let e = err(aimd().min_limit(4).initial_limit(2));
     assert_eq!((e.key(), e.value()), ("initial_limit", "2"));
-    let e = err(AdaptiveBulkhead::builder("b", config).timeout(Duration::ZERO));
+    let e = err(aimd().sample_one_in(0));
+    assert_eq!((e.key(), e.value()), ("sample_one_in", "0"));
+    assert!(b.adaptive_limit().is_none(), "a refused limit is not attached");
+    let e = err(aimd().timeout(Duration::ZERO));
     assert_eq!(e.key(), "timeout");
     assert!(e.to_string().contains("timeout"), "{e}");
 }
@@ -187,11 +202,7 @@ fn builder_errors_name_the_key_and_value() {
 #[test]
 fn timeout_turns_slow_successes_into_failures() {
     let recorder = Recorder::default();
-    let bank = AdaptiveBulkhead::builder("bank", BulkheadConfig::for_pool(20))
-        .algorithm(recorder.clone())
-        .timeout(Duration::from_millis(50))
-        .build()
-        .unwrap();
+    let bank = adaptive(AdaptiveLimit::new(recorder.clone()).timeout(Duration::from_millis(50)));
     bank.call(|| std::thread::sleep(Duration::from_millis(100))).unwrap();
     bank.call(|| ()).unwrap();
     assert_eq!(outcomes(&recorder), [Outcome::Failure, Outcome::Success]);
@@ -214,13 +225,13 @@ fn concurrent_calls_stay_within_the_cap() {
                 let (bank, in_flight, peak) = (bank.clone(), in_flight.clone(), peak.clone());
                 std::thread::spawn(move || {
                     for i in 0..2_000u32 {
-                        let _ = bank.call_result(|| {
+                        let _ = bank.call_fallible(|| {
                             let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                             peak.fetch_max(now, Ordering::SeqCst);
                             std::thread::yield_now();
                             in_flight.fetch_sub(1, Ordering::SeqCst);
                             if (i + t) % 7 == 0 {
-                                Err(())
+                                Err(BoxError::from("503"))
                             } else {
                                 Ok(())
                             }
@@ -233,25 +244,31 @@ fn concurrent_calls_stay_within_the_cap() {
             t.join().unwrap();
         }
         assert!(peak.load(Ordering::SeqCst) <= 16, "peak {}", peak.load(Ordering::SeqCst));
-        let m = bank.adaptive_metrics();
+        let m = bank.adaptive_limit().unwrap().metrics();
         assert!((1..=16).contains(&m.limit()));
-        assert_eq!(m.bulkhead().in_flight_calls(), 0);
-        assert_eq!(m.bulkhead().available_concurrent_calls(), m.limit());
+        assert_eq!(bank.metrics().in_flight_calls(), 0);
+        assert_eq!(bank.metrics().available_concurrent_calls(), m.limit());
     }
 }
 
 #[test]
-fn in_registry_takes_the_registrys_config_and_entry() {
+fn a_registry_entry_becomes_adaptive_for_every_holder() {
     let registry = bulkhead::BulkheadRegistry::builder()
         .add_config("slow-bank", BulkheadConfig::for_pool(10))
         .build()
         .unwrap();
-    let _ = registry.bulkhead_with_config("bank", "slow-bank").unwrap();
-    let bank = AdaptiveBulkhead::in_registry(&registry, "bank", Aimd::default());
-    assert_eq!(bank.max_limit(), 8, "the cap is the registry's config for the name");
+    let bank = registry.bulkhead_with_config("bank", "slow-bank").unwrap();
+    bank.set_adaptive_limit(AdaptiveLimit::new(Aimd::default())).unwrap();
+    assert_eq!(
+        bank.adaptive_limit().unwrap().max_limit(),
+        8,
+        "the cap is the registry's config for the name"
+    );
     let found = registry.find("bank").unwrap();
-    assert!(Arc::ptr_eq(&found, bank.bulkhead()));
-    bank.try_acquire().unwrap().fail();
+    assert!(Arc::ptr_eq(&found, &bank));
+    // A call through another holder of the same entry feeds the controller.
+    found.try_acquire().unwrap().fail();
+    assert_eq!(bank.adaptive_limit().unwrap().metrics().samples(), 1);
     assert_eq!(found.metrics().max_allowed_concurrent_calls(), 7, "the registry sees the limit");
     assert_eq!(registry.close_all(), 1);
     assert!(bank.try_acquire().is_err());
@@ -282,13 +299,13 @@ fn a_removed_limit_listener_hears_no_later_change() {
     let (removed, kept) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let handle = {
         let removed = Arc::clone(&removed);
-        bank.on_limit_change(move |_| {
+        bank.adaptive_limit().unwrap().on_limit_change(move |_| {
             removed.fetch_add(1, Ordering::SeqCst);
         })
     };
     {
         let kept = Arc::clone(&kept);
-        drop(bank.on_limit_change(move |_| {
+        drop(bank.adaptive_limit().unwrap().on_limit_change(move |_| {
             kept.fetch_add(1, Ordering::SeqCst);
         }));
     }
@@ -296,7 +313,40 @@ fn a_removed_limit_listener_hears_no_later_change() {
     assert_eq!((removed.load(Ordering::SeqCst), kept.load(Ordering::SeqCst)), (1, 1));
     assert!(handle.remove());
     bank.try_acquire().unwrap().fail(); // 14 -> 12
-    assert_eq!(bank.limit(), 12);
+    assert_eq!(limit(&bank), 12);
     assert_eq!((removed.load(Ordering::SeqCst), kept.load(Ordering::SeqCst)), (1, 2));
     assert!(!handle.is_registered() && !handle.remove());
+}
+
+/// The cap follows `change_config`: the controller's bounds move with it and the engine
+/// keeps the controller's limit, not the configured cap.
+#[test]
+fn change_config_moves_the_cap_not_the_limit() {
+    let bank = pool20(Aimd::default());
+    bank.try_acquire().unwrap().fail(); // 16 -> 14
+    bank.change_config(BulkheadConfig::for_pool(10)); // cap 8
+    let control = bank.adaptive_limit().unwrap();
+    assert_eq!((control.limit(), control.max_limit()), (8, 8));
+    assert_eq!(bank.metrics().max_allowed_concurrent_calls(), 8);
+    bank.change_config(BulkheadConfig::for_pool(40)); // cap 32: the limit stays where it was
+    assert_eq!((control.limit(), control.max_limit()), (8, 32));
+    assert_eq!(bank.metrics().max_allowed_concurrent_calls(), 8);
+    assert_eq!(bank.config().max_concurrent_calls(), 32);
+}
+
+/// Every verb of the family feeds the controller: owned permits, bounded waits, async.
+#[tokio::test]
+async fn every_verb_feeds_the_controller() {
+    let recorder = Recorder::default();
+    let bank = Arc::new(pool20(recorder.clone()));
+    bank.try_acquire_owned().unwrap().fail();
+    bank.acquire_timeout(Duration::from_millis(1)).unwrap().succeed();
+    bank.acquire_owned_async().await.unwrap().ignore();
+    drop(bank.acquire_async().await.unwrap());
+    let r: Result<u8, BoxError> = bank.call_owned_async_fallible(async { Ok(1) }).await;
+    assert_eq!(r.unwrap(), 1);
+    assert_eq!(
+        outcomes(&recorder),
+        [Outcome::Failure, Outcome::Success, Outcome::Ignored, Outcome::Success, Outcome::Success]
+    );
 }

@@ -43,9 +43,16 @@ timeout = \"1s\"
         );
         assert_eq!(a.path(), "resilience4j.bulkhead.instances.bank.adaptive");
         let registry = BulkheadRegistry::from_config_file(&file);
-        let bank = a.in_registry(&registry, "bank");
-        assert_eq!((bank.min_limit(), bank.limit(), bank.max_limit()), (2, 8, 12));
-        assert_eq!(registry.find("bank").unwrap().metrics().max_allowed_concurrent_calls(), 8);
+        let bank = registry.find("bank").unwrap();
+        let control = bank.adaptive_limit().expect("the file's block is attached");
+        assert_eq!((control.min_limit(), control.limit(), control.max_limit()), (2, 8, 12));
+        assert_eq!(bank.metrics().max_allowed_concurrent_calls(), 8);
+        // The settings attach to another bulkhead too, once.
+        let other =
+            bulkhead::Bulkhead::new("other", file.instance("bank").unwrap().config().clone());
+        a.attach(&other).unwrap();
+        assert_eq!(other.adaptive_limit().unwrap().limit(), 8);
+        assert_eq!(a.attach(&other).unwrap_err().key(), "adaptive_limit");
     }
 }
 
@@ -119,8 +126,8 @@ resilience4j.bulkhead.instances.bank:
 }
 
 /// A registry built from a file makes the instances with an `adaptive:` block adaptive:
-/// `find_adaptive` gives the handle whose calls record samples, `find` its engine; the
-/// other instances stay static, and `replace` ends the entry's adaptive state.
+/// their bulkheads carry the limit, so every call through the registry's entry records a
+/// sample; the other instances stay static, and `replace` puts whatever it is given.
 #[test]
 fn registry_from_a_file_builds_the_adaptive_instances() {
     let registry = BulkheadRegistry::from_yaml_str(
@@ -134,21 +141,24 @@ resilience4j.bulkhead.instances:
 ",
     )
     .unwrap();
-    let bank = registry.find_adaptive("bank").expect("bank has an adaptive block");
-    assert_eq!((bank.min_limit(), bank.max_limit(), bank.limit()), (2, 12, 8));
-    let engine = registry.find("bank").unwrap();
-    assert!(std::sync::Arc::ptr_eq(&engine, bank.bulkhead()));
-    assert_eq!(engine.config().max_concurrent_calls(), 8, "the engine runs at the initial limit");
-    assert!(registry.find_adaptive("shop").is_none());
+    let bank = registry.find("bank").unwrap();
+    let control = bank.adaptive_limit().expect("bank has an adaptive block");
+    assert_eq!((control.min_limit(), control.max_limit(), control.limit()), (2, 12, 8));
+    assert_eq!(bank.config().max_concurrent_calls(), 16, "the cap stays configured");
+    assert_eq!(bank.metrics().max_allowed_concurrent_calls(), 8, "the engine runs at 8");
+    assert!(registry.find("shop").unwrap().adaptive_limit().is_none());
     assert_eq!(registry.find("shop").unwrap().config().max_concurrent_calls(), 4);
 
-    assert_eq!(bank.call(|| 42).unwrap(), 42);
-    assert_eq!(registry.find_adaptive("bank").unwrap().adaptive_metrics().samples(), 1);
+    assert_eq!(registry.bulkhead("bank").call(|| 42).unwrap(), 42);
+    assert_eq!(bank.adaptive_limit().unwrap().metrics().samples(), 1);
 
     let replacement = std::sync::Arc::new(bulkhead::Bulkhead::new(
         "bank",
         bulkhead::BulkheadConfig::for_pool(20),
     ));
     registry.replace("bank", replacement);
-    assert!(registry.find_adaptive("bank").is_none(), "a replaced entry is no longer adaptive");
+    assert!(
+        registry.find("bank").unwrap().adaptive_limit().is_none(),
+        "the replacement has no adaptive limit"
+    );
 }

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use bulkhead::adaptive::AdaptiveBulkhead;
+use bulkhead::adaptive::{AdaptiveLimit, Gradient2};
 use bulkhead::keyed::{KeyedBulkhead, KeyedFull};
 use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
 use futures::executor::block_on;
@@ -78,7 +78,8 @@ fn bounded_waits_end_on_any_executor_and_the_timer_starts_only_when_needed() {
     drop(held);
 
     // Adaptive.
-    let bank = AdaptiveBulkhead::builder("bank", config(1, WAIT)).build().expect("valid");
+    let bank = Bulkhead::new("bank", config(1, WAIT));
+    bank.set_adaptive_limit(AdaptiveLimit::new(Gradient2::default())).expect("valid");
     let held = bank.try_acquire().expect("free");
     let err = block_on(bank.acquire_async()).expect_err("nobody releases");
     assert_eq!(err.reason(), RejectReason::WaitTimedOut);

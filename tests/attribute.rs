@@ -413,17 +413,18 @@ async fn adaptive_async_port() -> Result<(), PortError> {
 
 /// On an adaptive registry entry the attribute's calls record samples (sync and async), and
 /// slow ones (over the adaptive timeout) lower the limit: the attribute runs under the
-/// adaptive bulkhead, not only its engine.
+/// adaptive limit of the registry's entry.
 #[cfg(feature = "serde")]
 #[tokio::test]
 async fn attribute_on_an_adaptive_entry_records_samples() {
-    let adaptive = adaptive_registry().find_adaptive("attr-adaptive").expect("adaptive entry");
+    let bulkhead = adaptive_registry().find("attr-adaptive").expect("the entry");
+    let adaptive = bulkhead.adaptive_limit().expect("adaptive entry");
     assert_eq!(adaptive.limit(), 8);
     adaptive_port(false).unwrap();
     adaptive_async_port().await.unwrap();
-    assert_eq!(adaptive.adaptive_metrics().samples(), 2);
+    assert_eq!(adaptive.metrics().samples(), 2);
     tokio::task::spawn_blocking(|| adaptive_port(true)).await.unwrap().unwrap();
-    assert_eq!(adaptive.adaptive_metrics().samples(), 3);
+    assert_eq!(adaptive.metrics().samples(), 3);
     assert!(
         adaptive.limit() < 8,
         "a call over the timeout lowered the limit: {}",

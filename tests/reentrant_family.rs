@@ -16,9 +16,9 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use bulkhead::adaptive::{AdaptiveBulkhead, LimitAlgorithm, Limits, Outcome, Sample};
+use bulkhead::adaptive::{AdaptiveLimit, LimitAlgorithm, Limits, Outcome, Sample};
 use bulkhead::keyed::{KeyedBulkhead, KeyedFull};
-use bulkhead::{BulkheadConfig, BulkheadRegistry, RejectReason};
+use bulkhead::{Bulkhead, BulkheadConfig, BulkheadRegistry, RejectReason};
 
 /// Runs `f` on its own thread; fails if it is not done within 30 s (a deadlock: user code
 /// ran under one of our locks and called back in), and passes on its panic.
@@ -355,19 +355,15 @@ impl LimitAlgorithm for Step {
     }
 }
 
-fn adaptive(cap: usize, initial: usize, wait: Duration) -> Arc<AdaptiveBulkhead> {
+fn adaptive(cap: usize, initial: usize, wait: Duration) -> Arc<Bulkhead> {
     let config = BulkheadConfig::builder()
         .max_concurrent_calls(cap)
         .max_wait_duration(wait)
         .build()
         .unwrap();
-    Arc::new(
-        AdaptiveBulkhead::builder("bank", config)
-            .algorithm(Step)
-            .initial_limit(initial)
-            .build()
-            .unwrap(),
-    )
+    let bank = Arc::new(Bulkhead::new("bank", config));
+    bank.set_adaptive_limit(AdaptiveLimit::new(Step).initial_limit(initial)).unwrap();
+    bank
 }
 
 /// A limit-change listener calls back in: acquires, drops a permit (which records a sample
@@ -379,22 +375,22 @@ fn adaptive_limit_listener_reenters() {
         let heard = Arc::new(AtomicUsize::new(0));
         {
             let (weak, heard) = (Arc::downgrade(&bank), Arc::clone(&heard));
-            bank.on_limit_change(move |change| {
+            bank.adaptive_limit().unwrap().on_limit_change(move |change| {
                 let Some(bank) = weak.upgrade() else { return };
-                assert_eq!(bank.adaptive_metrics().limit(), change.new_limit());
+                assert_eq!(bank.adaptive_limit().unwrap().metrics().limit(), change.new_limit());
                 if heard.fetch_add(1, SeqCst) == 0 {
                     // Only on the first change: this failure changes the limit again.
                     bank.try_acquire().expect("a permit").fail();
                 }
-                let _ = bank.bulkhead().metrics();
-                bank.on_limit_change(|_| {}).remove();
+                let _ = bank.metrics();
+                bank.adaptive_limit().unwrap().on_limit_change(|_| {}).remove();
             });
         }
         bank.try_acquire().unwrap().succeed();
         // 2 -> 3 (success), then the listener's failure: 3 -> 2.
         assert_eq!(heard.load(SeqCst), 2);
-        assert_eq!(bank.limit(), 2);
-        assert_eq!(bank.bulkhead().metrics().max_allowed_concurrent_calls(), 2);
+        assert_eq!(bank.adaptive_limit().unwrap().limit(), 2);
+        assert_eq!(bank.metrics().max_allowed_concurrent_calls(), 2);
     });
 }
 
@@ -402,12 +398,12 @@ fn adaptive_limit_listener_reenters() {
 /// another listener.
 #[test]
 fn adaptive_removed_listener_drop_reenters() {
-    struct OnDrop(Weak<AdaptiveBulkhead>, Arc<AtomicUsize>);
+    struct OnDrop(Weak<Bulkhead>, Arc<AtomicUsize>);
     impl Drop for OnDrop {
         fn drop(&mut self) {
             if let Some(bank) = self.0.upgrade() {
-                let _ = bank.on_limit_change(|_| {});
-                let _ = bank.adaptive_metrics();
+                let _ = bank.adaptive_limit().unwrap().on_limit_change(|_| {});
+                let _ = bank.adaptive_limit().unwrap().metrics();
                 self.1.fetch_add(1, SeqCst);
             }
         }
@@ -416,12 +412,12 @@ fn adaptive_removed_listener_drop_reenters() {
         let bank = adaptive(4, 2, Duration::ZERO);
         let dropped = Arc::new(AtomicUsize::new(0));
         let guard = OnDrop(Arc::downgrade(&bank), Arc::clone(&dropped));
-        let handle = bank.on_limit_change(move |_| {
+        let handle = bank.adaptive_limit().unwrap().on_limit_change(move |_| {
             let _ = &guard;
         });
         assert!(handle.remove());
         // The next registration prunes (and drops) the removed listener.
-        let _ = bank.on_limit_change(|_| {});
+        let _ = bank.adaptive_limit().unwrap().on_limit_change(|_| {});
         assert_eq!(dropped.load(SeqCst), 1);
     });
 }
@@ -430,15 +426,15 @@ fn adaptive_removed_listener_drop_reenters() {
 /// reaches the engine (which wakes it) after the controller's lock.
 #[test]
 fn adaptive_waker_woken_by_growth_reenters() {
-    struct Reenter(Weak<AdaptiveBulkhead>, AtomicUsize);
+    struct Reenter(Weak<Bulkhead>, AtomicUsize);
     impl Wake for Reenter {
         fn wake(self: Arc<Self>) {
             self.wake_by_ref();
         }
         fn wake_by_ref(self: &Arc<Self>) {
             if let Some(bank) = self.0.upgrade() {
-                let _ = bank.adaptive_metrics();
-                let _ = bank.limit();
+                let _ = bank.adaptive_limit().unwrap().metrics();
+                let _ = bank.adaptive_limit().unwrap().limit();
                 // A call that records a sample (ignored: the limit stays).
                 if let Ok(permit) = bank.try_acquire() {
                     permit.ignore();
@@ -462,7 +458,7 @@ fn adaptive_waker_woken_by_growth_reenters() {
             panic!("granted by the growth")
         };
         permit.ignore();
-        assert_eq!(bank.limit(), 2);
+        assert_eq!(bank.adaptive_limit().unwrap().limit(), 2);
     });
 }
 
@@ -476,9 +472,9 @@ fn adaptive_classifier_reenters() {
             .call_classified(
                 || 5,
                 move |v| {
-                    assert_eq!(inner.bulkhead().metrics().in_flight_calls(), 1);
+                    assert_eq!(inner.metrics().in_flight_calls(), 1);
                     inner.try_acquire().unwrap().ignore();
-                    let _ = inner.adaptive_metrics();
+                    let _ = inner.adaptive_limit().unwrap().metrics();
                     if *v == 5 {
                         Outcome::Failure
                     } else {
@@ -488,7 +484,7 @@ fn adaptive_classifier_reenters() {
             )
             .unwrap();
         assert_eq!(value, 5);
-        assert_eq!(bank.limit(), 1);
+        assert_eq!(bank.adaptive_limit().unwrap().limit(), 1);
     });
 }
 
@@ -648,16 +644,16 @@ fn adaptive_limit_listener_changes_config_and_closes() {
         let bank = adaptive(4, 2, Duration::ZERO);
         {
             let weak = Arc::downgrade(&bank);
-            bank.on_limit_change(move |change| {
+            bank.adaptive_limit().unwrap().on_limit_change(move |change| {
                 let Some(bank) = weak.upgrade() else { return };
-                let engine = bank.bulkhead();
+                let engine = &bank;
                 engine.change_config(config(change.new_limit()));
                 assert_eq!(engine.metrics().max_allowed_concurrent_calls(), change.new_limit());
                 assert!(engine.close());
             });
         }
         bank.try_acquire().unwrap().fail();
-        assert!(bank.bulkhead().metrics().is_closed());
+        assert!(bank.metrics().is_closed());
         assert_eq!(bank.try_acquire().unwrap_err().reason(), RejectReason::Closed);
     });
 }
@@ -672,8 +668,8 @@ impl Drop for FindsOnDrop {
     }
 }
 
-/// An adaptive entry re-registered (`in_registry` again), then replaced, then removed: each
-/// time the handle the registry held may be the last reference, and its limit listener's
+/// An adaptive entry replaced, replaced again, then removed: each time the bulkhead the
+/// registry held may be the last reference, and its limit listener's
 /// captured value calls back into the registry when it drops. Dropped under the registry's
 /// write lock, that re-entry deadlocks.
 #[test]
@@ -681,27 +677,26 @@ fn registry_drops_replaced_entries_after_its_lock() {
     hang_guard("registry_drops_after_lock", || {
         static REG: OnceLock<BulkheadRegistry> = OnceLock::new();
         let registry = REG.get_or_init(BulkheadRegistry::default);
-        let listen = |adaptive: &bulkhead::adaptive::AdaptiveBulkhead| {
+        // An adaptive bulkhead named "bank" whose limit listener calls back into the
+        // registry when it drops.
+        let listening = || {
+            let bank = Arc::new(Bulkhead::new("bank", BulkheadConfig::default()));
+            bank.set_adaptive_limit(AdaptiveLimit::new(bulkhead::adaptive::Aimd::default()))
+                .unwrap();
             let hook = FindsOnDrop(registry, "bank");
-            let handle = adaptive.on_limit_change(move |_| {
+            let handle = bank.adaptive_limit().unwrap().on_limit_change(move |_| {
                 let _ = &hook;
             });
             drop(handle); // removal via the handle is not asked: the listener stays
+            bank
         };
-        let first =
-            AdaptiveBulkhead::in_registry(registry, "bank", bulkhead::adaptive::Aimd::default());
-        listen(&first);
-        drop(first); // the registry holds the last reference
-        let second =
-            AdaptiveBulkhead::in_registry(registry, "bank", bulkhead::adaptive::Aimd::default());
-        listen(&second);
-        drop(second);
-        let plain = std::sync::Arc::new(bulkhead::Bulkhead::new("bank", BulkheadConfig::default()));
+        let _ = registry.bulkhead("bank");
+        assert!(registry.replace("bank", listening()).is_some());
+        // The registry holds the last reference to the first; replacing drops it.
+        assert!(registry.replace("bank", listening()).is_some());
+        let plain = Arc::new(Bulkhead::new("bank", BulkheadConfig::default()));
         assert!(registry.replace("bank", plain).is_some());
-        let third =
-            AdaptiveBulkhead::in_registry(registry, "bank", bulkhead::adaptive::Aimd::default());
-        listen(&third);
-        drop(third);
+        assert!(registry.replace("bank", listening()).is_some());
         assert!(registry.remove("bank").is_some());
         assert!(registry.find("bank").is_none());
     });

@@ -11,7 +11,7 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use bulkhead::keyed::KeyedFull;
-use bulkhead::{BulkheadEventKind, RejectReason};
+use bulkhead::{Bulkhead, BulkheadEventKind, RejectReason};
 
 use super::rt::{self, AtomicUsize};
 use super::scenarios::{assert_quiescent, keyed_caller, KeyHasher, Keyed, Occupancy};
@@ -152,7 +152,7 @@ pub fn keyed_key_refusal_leaves_total_untouched() {
 /// is never inside alongside B. (Released before the sample is recorded, A's permit went to
 /// C under the old limit of 2.)
 pub fn adaptive_failure_shrinks_limit_before_queued_caller_is_admitted() {
-    use bulkhead::adaptive::{AdaptiveBulkhead, LimitAlgorithm, Limits, Outcome, Sample};
+    use bulkhead::adaptive::{AdaptiveLimit, LimitAlgorithm, Limits, Outcome, Sample};
 
     struct DownOnFailure;
     impl LimitAlgorithm for DownOnFailure {
@@ -164,12 +164,8 @@ pub fn adaptive_failure_shrinks_limit_before_queued_caller_is_admitted() {
         }
     }
 
-    let adaptive = Arc::new(
-        AdaptiveBulkhead::builder("adaptive_shrink", config(2, Duration::MAX))
-            .algorithm(DownOnFailure)
-            .build()
-            .expect("valid bounds"),
-    );
+    let adaptive = Arc::new(Bulkhead::new("adaptive_shrink", config(2, Duration::MAX)));
+    adaptive.set_adaptive_limit(AdaptiveLimit::new(DownOnFailure)).expect("valid bounds");
     let b = adaptive.try_acquire().expect("B: limit 2, nobody in");
     let a_holds = Arc::new(AtomicUsize::new(0));
     let b_released = Arc::new(AtomicUsize::new(0));
@@ -179,7 +175,7 @@ pub fn adaptive_failure_shrinks_limit_before_queued_caller_is_admitted() {
         rt::spawn(move || {
             let permit = adaptive.try_acquire().expect("A: one permit left");
             a_holds.store(1, SeqCst);
-            wait_until(|| adaptive.bulkhead().metrics().waiting_calls() == 1);
+            wait_until(|| adaptive.metrics().waiting_calls() == 1);
             permit.fail();
         })
     };
@@ -201,7 +197,11 @@ pub fn adaptive_failure_shrinks_limit_before_queued_caller_is_admitted() {
         })
     };
     join(a);
-    assert_eq!(adaptive.limit(), 1, "the failure shrank the limit");
+    assert_eq!(
+        adaptive.adaptive_limit().expect("attached").limit(),
+        1,
+        "the failure shrank the limit"
+    );
     b_released.store(1, SeqCst);
     b.succeed();
     join(c);
@@ -210,9 +210,9 @@ pub fn adaptive_failure_shrinks_limit_before_queued_caller_is_admitted() {
         0,
         "a queued caller was admitted under the limit from before the failure"
     );
-    assert_eq!(adaptive.limit(), 1);
-    assert_eq!(adaptive.bulkhead().metrics().max_allowed_concurrent_calls(), 1);
-    assert_quiescent(adaptive.bulkhead(), 1);
+    assert_eq!(adaptive.adaptive_limit().expect("attached").limit(), 1);
+    assert_eq!(adaptive.metrics().max_allowed_concurrent_calls(), 1);
+    assert_quiescent(&adaptive, 1);
 }
 
 /// `close` racing a new key at a full map: `max_keys` 1, key 0 held by the main thread, one

@@ -21,7 +21,7 @@
 //! The same burst runs five times: with no bulkhead; with
 //! `Bulkhead::new("downstream", BulkheadConfig::for_pool(20))` around the downstream call
 //! (16 calls, the guide's 100 ms max wait) mapping `BulkheadFull` to `503`; with 16 calls
-//! and no wait at all; and twice with an `AdaptiveBulkhead` (AIMD, cap 16 = `for_pool(20)`'s,
+//! and no wait at all; and twice with an adaptive limit attached (AIMD, cap 16 = `for_pool(20)`'s,
 //! min 4, a call slower than 1 s counts as a failure): once cold, and once after it has seen
 //! an identical burst 3 s earlier. The cold one decides the burst with its starting limit (16):
 //! all 150 requests arrive at once and the first sample comes back 2 s later, when every one
@@ -41,12 +41,12 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use bulkhead::adaptive::{AdaptiveBulkhead, Aimd};
+use bulkhead::adaptive::{AdaptiveLimit, Aimd};
 use bulkhead::{Bulkhead, BulkheadConfig};
 
 use downstream::Downstream;
 use load::{Prober, Sample};
-use service::{Guard, Service, ServiceConfig};
+use service::{Service, ServiceConfig};
 
 /// The downstream's answer time.
 const DOWNSTREAM_LATENCY: Duration = Duration::from_secs(2);
@@ -148,7 +148,8 @@ fn scenarios() -> Vec<Scenario> {
         },
         Scenario {
             label: "adaptive",
-            description: "AdaptiveBulkhead over for_pool(20): AIMD, limit 4..=16, a call over 1 s \
+            description:
+                "for_pool(20) with an adaptive limit: AIMD, limit 4..=16, a call over 1 s \
                           is a failure; starts at 16",
             protection: Protection::Adaptive { warm: false },
         },
@@ -161,14 +162,12 @@ fn scenarios() -> Vec<Scenario> {
     ]
 }
 
-fn adaptive_bulkhead() -> AdaptiveBulkhead {
-    let aimd = Aimd::new(Aimd::DEFAULT_BACKOFF_RATIO, ADAPTIVE_TIMEOUT)
-        .expect("Netflix's backoff ratio and a 1 s timeout are valid");
-    AdaptiveBulkhead::builder("downstream", BulkheadConfig::for_pool(POOL_SIZE))
-        .algorithm(aimd)
-        .min_limit(ADAPTIVE_MIN)
-        .build()
-        .expect("min 4, max 16 is a valid adaptive config")
+fn adaptive_bulkhead() -> Bulkhead {
+    let bulkhead = Bulkhead::new("downstream", BulkheadConfig::for_pool(POOL_SIZE));
+    let limit =
+        AdaptiveLimit::new(Aimd::default()).timeout(ADAPTIVE_TIMEOUT).min_limit(ADAPTIVE_MIN);
+    bulkhead.set_adaptive_limit(limit).expect("min 4, max 16 is a valid adaptive config");
+    bulkhead
 }
 
 /// Waits until the service has been idle for 100 ms in a row (bounded by `RUN_DEADLINE`).
@@ -192,10 +191,8 @@ fn run(scenario: &Scenario) -> std::io::Result<RunResult> {
     let started = Instant::now();
     let guard = match &scenario.protection {
         Protection::None => None,
-        Protection::Static(config) => {
-            Some(Guard::Static(Arc::new(Bulkhead::new("downstream", config.clone()))))
-        }
-        Protection::Adaptive { .. } => Some(Guard::Adaptive(Arc::new(adaptive_bulkhead()))),
+        Protection::Static(config) => Some(Arc::new(Bulkhead::new("downstream", config.clone()))),
+        Protection::Adaptive { .. } => Some(Arc::new(adaptive_bulkhead())),
     };
     let downstream = Downstream::start(DOWNSTREAM_LATENCY)?;
     let service = Service::start(ServiceConfig {
@@ -221,10 +218,8 @@ fn run(scenario: &Scenario) -> std::io::Result<RunResult> {
     } else {
         None
     };
-    let adaptive_limit = || match &guard {
-        Some(Guard::Adaptive(bulkhead)) => Some(bulkhead.limit()),
-        _ => None,
-    };
+    let adaptive_limit =
+        || guard.as_ref().and_then(|bulkhead| Some(bulkhead.adaptive_limit()?.limit()));
     let limit_at_burst = adaptive_limit();
     let origin = Instant::now() + LEAD_IN;
     let prober = Prober::start(addr, PROBE_INTERVAL, CLIENT_TIMEOUT, origin);

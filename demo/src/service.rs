@@ -14,8 +14,8 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use bulkhead::adaptive::{AdaptiveBulkhead, Outcome};
 use bulkhead::Bulkhead;
+use bulkhead::Outcome;
 
 use crate::http;
 
@@ -37,16 +37,8 @@ pub struct ServiceConfig {
     /// The downstream's address.
     pub downstream: SocketAddr,
     /// `None`: the downstream call is made directly. `Some`: it runs inside the bulkhead's
-    /// `call` (`call_classified` for an adaptive one).
-    pub bulkhead: Option<Guard>,
-}
-
-/// The bulkhead around the downstream call.
-#[derive(Clone)]
-pub enum Guard {
-    Static(Arc<Bulkhead>),
-    /// Records every admitted call's latency and outcome (a non-200 answer is a failure).
-    Adaptive(Arc<AdaptiveBulkhead>),
+    /// `call_classified` (a non-200 answer is a failure, for an adaptive limit to learn).
+    pub bulkhead: Option<Arc<Bulkhead>>,
 }
 
 /// The HTTP client's connection limit: ureq caps *idle* connections only, so the cap on
@@ -99,7 +91,7 @@ impl Drop for PoolLease<'_> {
 }
 
 struct Shared {
-    bulkhead: Option<Guard>,
+    bulkhead: Option<Arc<Bulkhead>>,
     agent: ureq::Agent,
     pool: ConnectionPool,
     url: String,
@@ -279,13 +271,10 @@ fn handle(mut conn: TcpStream, shared: &Shared) {
 fn pay(shared: &Shared) -> (u16, &'static str) {
     let Some(bulkhead) = &shared.bulkhead else { return call_downstream(shared) };
     let entered = Instant::now();
-    let answer = match bulkhead {
-        Guard::Static(bulkhead) => bulkhead.call(|| call_downstream(shared)),
-        Guard::Adaptive(bulkhead) => bulkhead.call_classified(
-            || call_downstream(shared),
-            |&(status, _)| if status == 200 { Outcome::Success } else { Outcome::Failure },
-        ),
-    };
+    let answer = bulkhead.call_classified(
+        || call_downstream(shared),
+        |&(status, _)| if status == 200 { Outcome::Success } else { Outcome::Failure },
+    );
     match answer {
         Ok(answer) => answer,
         Err(_full) => {

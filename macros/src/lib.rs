@@ -8,7 +8,7 @@
 //! fn f(..) -> Result<T, E> {
 //!     let permit = {
 //!         static SITE: OnceLock<Site> = OnceLock::new();   // one per call site: the registry's
-//!         let bulkhead = SITE.get_or_init(|| ..);           // adaptive or plain bulkhead
+//!         let bulkhead = SITE.get_or_init(|| ..);           // the registry's bulkhead
 //!         match bulkhead.acquire() {                                // .acquire_async().await
 //!             Ok(permit) => permit,
 //!             Err(full) => return Err(E::from(full)),               // or fallback(.., full)
@@ -60,13 +60,13 @@ use syn::{Expr, FnArg, ItemFn, LitStr, Pat, Path, ReturnType, Type};
 ///
 /// # Adaptive bulkheads
 ///
-/// When the registry holds an adaptive bulkhead for the name (`BulkheadRegistry::find_adaptive`:
-/// a config file's `adaptive:` block, or `AdaptiveBulkhead::in_registry` called before the
-/// call site's first call), the call runs under it, and its permit records the call's
-/// latency when the body ends: a success, or a failure if the body panics. An `Err` the body
-/// returns is recorded as a success of its latency (the attribute does not look at the
-/// value): give the adaptive bulkhead a `timeout` so that slow calls count as failures, or
-/// use `AdaptiveBulkhead::call_result` by hand where an `Err` must lower the limit. A call
+/// When the registry's bulkhead for the name has an adaptive limit attached
+/// (`Bulkhead::set_adaptive_limit`, or a config file's `adaptive:` block), its permit
+/// records the call's latency when the body ends, as every permit of that bulkhead does: a
+/// success, or a failure if the body panics. An `Err` the body returns is recorded as a
+/// success of its latency (the attribute does not look at the value): give the adaptive
+/// limit a `timeout` so that slow calls count as failures, or use `Bulkhead::call_fallible`
+/// by hand where an `Err` must lower the limit. A call
 /// whose future is dropped while the body runs records the time it ran.
 ///
 /// # Cost

@@ -6,12 +6,13 @@ use super::algorithm::{Estimates, LimitAlgorithm, Limits, Sample};
 use crate::config::ConfigError;
 
 /// Loss-based AIMD: +1 while calls succeed and the bulkhead is at least half used, times
-/// `backoff_ratio` on a failure or a call slower than `timeout`.
+/// `backoff_ratio` on a failure (a call slower than the timeout is one).
 ///
 /// The rules and defaults are those of Netflix's concurrency-limits `AIMDLimit`
 /// (`concurrency-limits-core/.../limit/AIMDLimit.java`, read at commit `78a74b9`):
 ///
-/// - a failure (Netflix's `didDrop`) or a latency above `timeout` (default **5 s**):
+/// - a failure (Netflix's `didDrop`; the controller also counts a success slower than the
+///   timeout as one, by default **5 s** here: [`default_timeout`](LimitAlgorithm::default_timeout)):
 ///   `limit = floor(limit * backoff_ratio)` (default **0.9**, allowed in `[0.5, 1.0)`);
 /// - otherwise, if `in_flight * 2 >= limit` (the bulkhead was at least half used, so the
 ///   limit is what held the caller back): `limit + 1`;
@@ -40,29 +41,29 @@ use crate::config::ConfigError;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Aimd {
     backoff_ratio: f64,
-    timeout: Duration,
 }
 
 impl Aimd {
     /// Netflix's default backoff ratio.
     pub const DEFAULT_BACKOFF_RATIO: f64 = 0.9;
-    /// Netflix's default timeout: a call slower than this counts as a failure.
+    /// Netflix's default timeout: a call slower than this counts as a failure. It is this
+    /// algorithm's [`default_timeout`](LimitAlgorithm::default_timeout); set another with
+    /// [`AdaptiveLimit::timeout`](super::AdaptiveLimit::timeout).
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
-    /// AIMD with `backoff_ratio` and `timeout`.
+    /// AIMD with `backoff_ratio`.
     ///
     /// # Errors
     ///
     /// A [`ConfigError`] naming `backoff_ratio` when it is outside `[0.5, 1.0)` (Netflix's
-    /// precondition), or `timeout` when it is zero.
+    /// precondition).
     ///
     /// ```
-    /// use std::time::Duration;
     /// use bulkhead::adaptive::Aimd;
-    /// assert!(Aimd::new(0.5, Duration::from_secs(1)).is_ok());
-    /// assert_eq!(Aimd::new(1.0, Duration::from_secs(1)).unwrap_err().key(), "backoff_ratio");
+    /// assert!(Aimd::new(0.5).is_ok());
+    /// assert_eq!(Aimd::new(1.0).unwrap_err().key(), "backoff_ratio");
     /// ```
-    pub fn new(backoff_ratio: f64, timeout: Duration) -> Result<Aimd, ConfigError> {
+    pub fn new(backoff_ratio: f64) -> Result<Aimd, ConfigError> {
         if !(0.5..1.0).contains(&backoff_ratio) {
             return Err(ConfigError::new(
                 "backoff_ratio",
@@ -70,14 +71,7 @@ impl Aimd {
                 "must be in [0.5, 1.0)".to_string(),
             ));
         }
-        if timeout.is_zero() {
-            return Err(ConfigError::new(
-                "timeout",
-                "0s".to_string(),
-                "must be positive".to_string(),
-            ));
-        }
-        Ok(Aimd { backoff_ratio, timeout })
+        Ok(Aimd { backoff_ratio })
     }
 
     /// The backoff ratio.
@@ -89,21 +83,11 @@ impl Aimd {
     pub fn backoff_ratio(&self) -> f64 {
         self.backoff_ratio
     }
-
-    /// The timeout above which a call counts as a failure.
-    ///
-    /// ```
-    /// # use bulkhead::adaptive::Aimd;
-    /// assert_eq!(Aimd::default().timeout().as_secs(), 5);
-    /// ```
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
 }
 
 impl Default for Aimd {
     fn default() -> Self {
-        Aimd { backoff_ratio: Self::DEFAULT_BACKOFF_RATIO, timeout: Self::DEFAULT_TIMEOUT }
+        Aimd { backoff_ratio: Self::DEFAULT_BACKOFF_RATIO }
     }
 }
 
@@ -113,7 +97,7 @@ impl LimitAlgorithm for Aimd {
             return limits.current;
         }
         let current = limits.current;
-        let next = if sample.outcome.is_failure() || sample.latency > self.timeout {
+        let next = if sample.outcome.is_failure() {
             (current as f64 * self.backoff_ratio) as usize
         } else if sample.in_flight.saturating_mul(2) >= current {
             current.saturating_add(1)
@@ -125,5 +109,9 @@ impl LimitAlgorithm for Aimd {
 
     fn estimates(&self) -> Estimates {
         Estimates::default()
+    }
+
+    fn default_timeout(&self) -> Option<Duration> {
+        Some(Self::DEFAULT_TIMEOUT)
     }
 }

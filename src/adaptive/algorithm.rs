@@ -2,63 +2,7 @@
 
 use std::time::Duration;
 
-/// How an admitted call ended, as the limit algorithms see it.
-///
-/// The names follow Netflix's concurrency-limits `Limiter.Listener` (`onSuccess`,
-/// `onDropped`, `onIgnore`), which the built-in algorithms reproduce: a [`Failure`] is a
-/// "drop" there (the downstream timed out or failed under load), an [`Ignored`] or
-/// [`Cancelled`] call feeds no sample to them.
-///
-/// [`Failure`]: Outcome::Failure
-/// [`Ignored`]: Outcome::Ignored
-/// [`Cancelled`]: Outcome::Cancelled
-///
-/// # Examples
-///
-/// ```
-/// use bulkhead::adaptive::Outcome;
-/// assert!(Outcome::Failure.is_failure());
-/// assert!(!Outcome::Cancelled.is_failure());
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Outcome {
-    /// The call completed and its latency tells how loaded the downstream is.
-    Success,
-    /// The downstream failed: an `Err` the classifier counts, a panic, a timeout. The
-    /// built-in algorithms treat it as Netflix's "drop" (a sign of overload).
-    Failure,
-    /// The caller gave up before the call completed (its future was dropped). Its latency is
-    /// only a lower bound; the built-in algorithms ignore it.
-    Cancelled,
-    /// The call ended in a way that says nothing about the downstream's capacity (a
-    /// validation error, a 404): the built-in algorithms ignore it.
-    Ignored,
-}
-
-impl Outcome {
-    /// `true` for [`Outcome::Failure`].
-    ///
-    /// ```
-    /// # use bulkhead::adaptive::Outcome;
-    /// assert!(!Outcome::Success.is_failure());
-    /// ```
-    pub fn is_failure(self) -> bool {
-        matches!(self, Outcome::Failure)
-    }
-
-    /// `true` when the built-in algorithms learn from it: [`Success`](Outcome::Success) and
-    /// [`Failure`](Outcome::Failure).
-    ///
-    /// ```
-    /// # use bulkhead::adaptive::Outcome;
-    /// assert!(Outcome::Success.is_informative());
-    /// assert!(!Outcome::Ignored.is_informative());
-    /// ```
-    pub fn is_informative(self) -> bool {
-        matches!(self, Outcome::Success | Outcome::Failure)
-    }
-}
+use crate::permit::Outcome;
 
 /// One admitted call, measured when its permit ended.
 ///
@@ -174,8 +118,8 @@ pub struct Estimates {
 /// A "halve on failure, +1 on success" algorithm:
 ///
 /// ```
-/// use bulkhead::adaptive::{AdaptiveBulkhead, LimitAlgorithm, Limits, Outcome, Sample};
-/// use bulkhead::BulkheadConfig;
+/// use bulkhead::adaptive::{AdaptiveLimit, LimitAlgorithm, Limits, Sample};
+/// use bulkhead::{Bulkhead, BulkheadConfig, Outcome};
 ///
 /// struct Halving;
 /// impl LimitAlgorithm for Halving {
@@ -188,12 +132,12 @@ pub struct Estimates {
 ///     }
 /// }
 ///
-/// let bank = AdaptiveBulkhead::new("bank", BulkheadConfig::for_pool(20), Halving);
-/// assert_eq!(bank.limit(), 16);
+/// let bank = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+/// bank.set_adaptive_limit(AdaptiveLimit::new(Halving))?;
 /// let permit = bank.try_acquire()?;
 /// permit.fail(); // records a failure
-/// assert_eq!(bank.limit(), 8);
-/// # Ok::<(), bulkhead::BulkheadFull>(())
+/// assert_eq!(bank.adaptive_limit().unwrap().limit(), 8);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait LimitAlgorithm: Send + 'static {
     /// The new limit after `sample`, given the limit in force and its bounds.
@@ -207,6 +151,14 @@ pub trait LimitAlgorithm: Send + 'static {
     fn estimates(&self) -> Estimates {
         Estimates::default()
     }
+
+    /// The latency above which a successful call counts as a failure, unless
+    /// [`AdaptiveLimit::timeout`](super::AdaptiveLimit::timeout) sets one: the algorithm's
+    /// own default (5 s for [`Aimd`](super::Aimd), as Netflix's `AIMDLimit`). None by
+    /// default.
+    fn default_timeout(&self) -> Option<Duration> {
+        None
+    }
 }
 
 impl<A: LimitAlgorithm + ?Sized> LimitAlgorithm for Box<A> {
@@ -216,5 +168,9 @@ impl<A: LimitAlgorithm + ?Sized> LimitAlgorithm for Box<A> {
 
     fn estimates(&self) -> Estimates {
         (**self).estimates()
+    }
+
+    fn default_timeout(&self) -> Option<Duration> {
+        (**self).default_timeout()
     }
 }

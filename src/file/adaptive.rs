@@ -2,10 +2,10 @@
 //! never shipped an adaptive bulkhead).
 
 use core::time::Duration;
-use std::sync::Arc;
 
-use crate::adaptive::{AdaptiveBulkhead, AdaptiveBulkheadBuilder, Aimd, Gradient2, Vegas};
-use crate::{BulkheadConfig, BulkheadRegistry, ConfigError};
+use crate::adaptive::{AdaptiveLimit, Aimd, Gradient2, Vegas};
+use crate::bulkhead::Bulkhead;
+use crate::config::{BulkheadConfig, ConfigError};
 
 /// The algorithm an `adaptive:` block names (`algorithm: aimd | gradient2 | vegas`, relaxed
 /// case, `-` and `_` ignored), each at its defaults.
@@ -77,7 +77,7 @@ impl AdaptiveAlgorithm {
 /// assert_eq!(settings.path(), "resilience4j.bulkhead.instances.bank.adaptive");
 ///
 /// let registry = BulkheadRegistry::from_config_file(&file);
-/// let adaptive = settings.in_registry(&registry, "bank");
+/// let adaptive = registry.find("bank").unwrap().adaptive_limit().unwrap().metrics();
 /// assert_eq!((adaptive.min_limit(), adaptive.max_limit()), (2, 16));
 /// # Ok::<(), bulkhead::file::FileError>(())
 /// ```
@@ -122,51 +122,55 @@ impl AdaptiveSettings {
         self.timeout
     }
 
-    /// A builder for an adaptive bulkhead named `name` with `config` as its cap and these
-    /// settings applied.
-    pub fn builder(&self, name: &str, config: BulkheadConfig) -> AdaptiveBulkheadBuilder {
-        let mut builder = AdaptiveBulkhead::builder(name, config);
-        builder = match self.algorithm {
-            AdaptiveAlgorithm::Aimd => builder.algorithm(Aimd::default()),
-            AdaptiveAlgorithm::Gradient2 => builder.algorithm(Gradient2::default()),
-            AdaptiveAlgorithm::Vegas => builder.algorithm(Vegas::default()),
+    /// These settings as an [`AdaptiveLimit`] for a bulkhead whose configured cap is `cap`.
+    /// The settings were checked against the file's configuration for the instance; should
+    /// the bulkhead hold a smaller cap (changed since), the bounds are clamped to it.
+    ///
+    /// ```
+    /// use bulkhead::file::ConfigFile;
+    /// use bulkhead::Bulkhead;
+    /// let file = ConfigFile::from_yaml_str(
+    ///     "resilience4j.bulkhead.instances.bank: {max-concurrent-calls: 16, adaptive: {algorithm: vegas, min-limit: 4}}",
+    /// )?;
+    /// let instance = &file.instances()[0];
+    /// let bank = Bulkhead::new("bank", instance.config().clone());
+    /// bank.set_adaptive_limit(instance.adaptive().unwrap().limit(16))?;
+    /// assert_eq!(bank.adaptive_limit().unwrap().min_limit(), 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn limit(&self, cap: usize) -> AdaptiveLimit {
+        let mut limit = match self.algorithm {
+            AdaptiveAlgorithm::Aimd => AdaptiveLimit::new(Aimd::default()),
+            AdaptiveAlgorithm::Gradient2 => AdaptiveLimit::new(Gradient2::default()),
+            AdaptiveAlgorithm::Vegas => AdaptiveLimit::new(Vegas::default()),
         };
-        if let Some(n) = self.min_limit {
-            builder = builder.min_limit(n);
-        }
+        let max = self.max_limit.map_or(cap, |n| n.min(cap));
         if let Some(n) = self.max_limit {
-            builder = builder.max_limit(n);
+            limit = limit.max_limit(n.min(cap));
+        }
+        let min = self.min_limit.map_or(1.min(max), |n| n.min(max));
+        if let Some(n) = self.min_limit {
+            limit = limit.min_limit(n.min(max));
         }
         if let Some(n) = self.initial_limit {
-            builder = builder.initial_limit(n);
+            limit = limit.initial_limit(n.clamp(min, max));
         }
         if let Some(t) = self.timeout {
-            builder = builder.timeout(t);
+            limit = limit.timeout(t);
         }
-        builder
+        limit
     }
 
-    /// The adaptive bulkhead for `name` in `registry`, as
-    /// [`AdaptiveBulkhead::in_registry`] makes it, with these settings. The settings were
-    /// checked against the file's configuration for the instance; should the registry hold
-    /// a smaller cap for `name` (changed since), the bounds are clamped to it.
-    pub fn in_registry(&self, registry: &BulkheadRegistry, name: &str) -> Arc<AdaptiveBulkhead> {
-        let config = registry.configured(name);
-        let cap = config.max_concurrent_calls();
-        let mut clamped = self.clone();
-        clamped.max_limit = self.max_limit.map(|n| n.min(cap));
-        let max = clamped.max_limit.unwrap_or(cap);
-        clamped.min_limit = self.min_limit.map(|n| n.min(max));
-        let min = clamped.min_limit.unwrap_or(1.min(max));
-        clamped.initial_limit = self.initial_limit.map(|n| n.clamp(min, max));
-        let adaptive =
-            Arc::new(clamped.builder(name, config).build().expect("bounds clamped into the cap"));
-        registry.set_adaptive(name, &adaptive);
-        adaptive
+    /// Attaches these settings to `bulkhead` ([`Bulkhead::set_adaptive_limit`]), clamped to
+    /// its current cap as [`limit`](Self::limit) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`Bulkhead::set_adaptive_limit`]: `adaptive_limit` when one is already attached.
+    pub fn attach(&self, bulkhead: &Bulkhead) -> Result<(), ConfigError> {
+        bulkhead.set_adaptive_limit(self.limit(bulkhead.config().max_concurrent_calls()))
     }
 
-    /// Checks the block against the instance's resolved configuration (the rules of
-    /// [`AdaptiveBulkheadBuilder::build`], with the file's key names).
     pub(crate) fn check(&self, config: &BulkheadConfig) -> Result<(), ConfigError> {
         let error = |key: &str, value: String, problem: String| {
             Err(ConfigError::new(format!("{}.{key}", self.path), value, problem))
