@@ -81,8 +81,8 @@ fn poll_ready<F: Future>(fut: F) -> F::Output {
 
 fn run(op: &str, n: u64) -> Result<(), String> {
     let registry = BulkheadRegistry::global();
-    let free: Arc<Bulkhead> = registry.bulkhead_with("bench-attr", config(4));
-    let full: Arc<Bulkhead> = registry.bulkhead_with("bench-full", config(1));
+    let free: Arc<Bulkhead> = registry.bulkhead_with("bench-attr", config(4)).unwrap();
+    let full: Arc<Bulkhead> = registry.bulkhead_with("bench-full", config(1)).unwrap();
     std::mem::forget(full.try_acquire_owned().expect("a free permit"));
     let free = &*free;
     let repeat = |f: &mut dyn FnMut()| {

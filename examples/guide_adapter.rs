@@ -127,7 +127,9 @@ pub fn configure(limit: usize, max_wait: Duration) {
         .build()
         .expect("a valid config");
     for name in ["sber", "sber-rates"] {
-        BulkheadRegistry::global().bulkhead_with(name, config.clone());
+        BulkheadRegistry::global()
+            .bulkhead_with(name, config.clone())
+            .expect("a config without an adaptive limit cannot be refused");
     }
 }
 

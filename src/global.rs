@@ -25,9 +25,10 @@ impl BulkheadRegistry {
     /// use std::sync::Arc;
     /// use bulkhead::{BulkheadConfig, BulkheadRegistry};
     ///
-    /// let sber = BulkheadRegistry::global().bulkhead_with("sber-global-doc", BulkheadConfig::for_pool(20));
+    /// let sber = BulkheadRegistry::global().bulkhead_with("sber-global-doc", BulkheadConfig::for_pool(20))?;
     /// assert_eq!(sber.config().max_concurrent_calls(), 16);
     /// assert!(Arc::ptr_eq(&sber, &BulkheadRegistry::global().bulkhead("sber-global-doc")));
+    /// # Ok::<(), bulkhead::RegistryError>(())
     /// ```
     pub fn global() -> &'static BulkheadRegistry {
         GLOBAL.get_or_init(BulkheadRegistry::default)

@@ -113,7 +113,7 @@ pub use crate::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
 pub use crate::global::__private;
 pub use crate::metrics::BulkheadMetrics;
 pub use crate::permit::{Outcome, OwnedPermit, Permit};
-pub use crate::registry::{BulkheadRegistry, BulkheadRegistryBuilder, RegistryError};
+pub use crate::registry::{BulkheadRegistry, BulkheadRegistryBuilder, BulkheadSpec, RegistryError};
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use bulkhead_macros::bulkhead;

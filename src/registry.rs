@@ -15,10 +15,20 @@ const DEFAULT_CONFIG: &str = "default";
 /// Holds a service's bulkheads by name, with a default configuration, named configurations
 /// and tags, so every part of the service that calls one downstream shares one limit.
 ///
-/// - [`bulkhead`](Self::bulkhead) gets or creates: the same name always gives the same
-///   `Arc<Bulkhead>`. **The first creation wins**: asking again under the same name with
-///   another configuration ([`bulkhead_with`](Self::bulkhead_with),
-///   [`bulkhead_with_config`](Self::bulkhead_with_config)) returns the existing bulkhead
+/// Three ways in, and the keyed namespace with the same shape:
+///
+/// | | plain | keyed |
+/// |---|---|---|
+/// | get or create with the registry's configuration | [`bulkhead`](Self::bulkhead) | [`keyed`](Self::keyed) |
+/// | get or create as specified | [`bulkhead_with`](Self::bulkhead_with) ([`BulkheadSpec`]: a config or a config's name, tags, an adaptive limit) | [`keyed_with`](Self::keyed_with) (a keyed builder) |
+/// | find, never create | [`find`](Self::find) | [`find_keyed`](Self::find_keyed) |
+///
+/// plus [`try_bulkhead`](Self::try_bulkhead), `bulkhead` for a [strict](Self::strict)
+/// registry that refuses names its file does not define. An adaptive bulkhead is an
+/// ordinary entry: the limit is attached to it.
+///
+/// - The same name always gives the same `Arc<Bulkhead>`. **The first creation wins**:
+///   asking again under the same name with another spec returns the existing bulkhead
 ///   unchanged. Use [`Bulkhead::change_config`] to reconfigure it, or
 ///   [`replace`](Self::replace) to swap it.
 /// - Named configurations are added with [`add_config`](Self::add_config). The name
@@ -35,7 +45,7 @@ const DEFAULT_CONFIG: &str = "default";
 ///
 /// ```
 /// use std::sync::Arc;
-/// use bulkhead::{BulkheadConfig, BulkheadRegistry};
+/// use bulkhead::{BulkheadConfig, BulkheadRegistry, BulkheadSpec};
 ///
 /// let registry = BulkheadRegistry::builder()
 ///     .default_config(BulkheadConfig::for_pool(20))
@@ -47,7 +57,7 @@ const DEFAULT_CONFIG: &str = "default";
 /// assert!(Arc::ptr_eq(&bank, &registry.bulkhead("bank"))); // same name, same bulkhead
 /// assert_eq!(bank.config().max_concurrent_calls(), 16);
 ///
-/// let reports = registry.bulkhead_with_config("reports-api", "reports")?;
+/// let reports = registry.bulkhead_with("reports-api", BulkheadSpec::config_named("reports"))?;
 /// assert_eq!(reports.config().max_concurrent_calls(), 2);
 ///
 /// let names: Vec<String> = registry.all().iter().map(|b| b.name().to_owned()).collect();
@@ -89,6 +99,75 @@ struct Entry {
     tags: BTreeMap<String, String>,
 }
 
+/// How [`BulkheadRegistry::bulkhead_with`] creates a bulkhead that does not exist yet: its
+/// configuration (given, or the name of one of the registry's), its own tags, and an
+/// adaptive limit to attach. A [`BulkheadConfig`] converts into a spec of just that
+/// configuration.
+///
+/// ```
+/// use bulkhead::adaptive::{AdaptiveLimit, Vegas};
+/// use bulkhead::{BulkheadConfig, BulkheadRegistry, BulkheadSpec};
+/// let registry = BulkheadRegistry::default();
+/// let spec = BulkheadSpec::config(BulkheadConfig::for_pool(10))
+///     .tags([("tier", "1")])
+///     .adaptive_limit(AdaptiveLimit::new(Vegas::default()));
+/// let bank = registry.bulkhead_with("bank", spec)?;
+/// assert_eq!(bank.adaptive_limit().unwrap().limit(), 8);
+/// # Ok::<(), bulkhead::RegistryError>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "a spec does nothing until given to `BulkheadRegistry::bulkhead_with`"]
+pub struct BulkheadSpec {
+    config: SpecConfig,
+    tags: BTreeMap<String, String>,
+    adaptive: Option<crate::adaptive::AdaptiveLimit>,
+}
+
+#[derive(Debug)]
+enum SpecConfig {
+    Given(BulkheadConfig),
+    Named(String),
+}
+
+impl BulkheadSpec {
+    /// A bulkhead with `config`.
+    pub fn config(config: BulkheadConfig) -> Self {
+        BulkheadSpec { config: SpecConfig::Given(config), tags: BTreeMap::new(), adaptive: None }
+    }
+
+    /// A bulkhead with the registry's configuration named `name`
+    /// ([`BulkheadRegistry::add_config`], or a file's `configs`).
+    pub fn config_named(name: impl Into<String>) -> Self {
+        BulkheadSpec {
+            config: SpecConfig::Named(name.into()),
+            tags: BTreeMap::new(),
+            adaptive: None,
+        }
+    }
+
+    /// The bulkhead's own tags, over the registry's (a bulkhead's tag wins).
+    pub fn tags<K: Into<String>, V: Into<String>>(
+        mut self,
+        tags: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        self.tags.extend(tags.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self
+    }
+
+    /// An adaptive limit attached at creation
+    /// ([`Bulkhead::set_adaptive_limit`](crate::Bulkhead::set_adaptive_limit)).
+    pub fn adaptive_limit(mut self, limit: crate::adaptive::AdaptiveLimit) -> Self {
+        self.adaptive = Some(limit);
+        self
+    }
+}
+
+impl From<BulkheadConfig> for BulkheadSpec {
+    fn from(config: BulkheadConfig) -> Self {
+        BulkheadSpec::config(config)
+    }
+}
+
 /// A registry operation was refused.
 ///
 /// # Examples
@@ -99,7 +178,7 @@ struct Entry {
 /// let registry = BulkheadRegistry::default();
 /// let err = registry.add_config("default", BulkheadConfig::for_pool(10)).unwrap_err();
 /// assert_eq!(err, RegistryError::ReservedConfigName);
-/// let err = registry.bulkhead_with_config("bank", "missing").unwrap_err();
+/// let err = registry.bulkhead_with("bank", bulkhead::BulkheadSpec::config_named("missing")).unwrap_err();
 /// assert_eq!(err.to_string(), "no bulkhead configuration named 'missing'");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,7 +199,8 @@ pub enum RegistryError {
         /// The key type asked for.
         requested: &'static str,
     },
-    /// A keyed bulkhead's builder refused its configuration ([`BulkheadRegistry::keyed_with`]).
+    /// A keyed bulkhead's builder, or a spec's adaptive limit, refused its configuration
+    /// ([`BulkheadRegistry::keyed_with`], [`BulkheadRegistry::bulkhead_with`]).
     Config(crate::ConfigError),
     /// A [strict](BulkheadRegistry::strict) registry built from a configuration file was
     /// asked ([`BulkheadRegistry::try_bulkhead`]) for a bulkhead its file does not define.
@@ -331,7 +411,9 @@ impl BulkheadRegistry {
     /// at WARN (target `bulkhead`). To make it an error, use a [strict](Self::strict)
     /// registry and [`try_bulkhead`](Self::try_bulkhead).
     pub fn bulkhead(&self, name: &str) -> Arc<Bulkhead> {
-        self.get_or_create(name, true, || (self.default_config(), BTreeMap::new()))
+        self.get_or_create(name, true, || {
+            (Bulkhead::new(name, self.default_config()), BTreeMap::new())
+        })
     }
 
     /// The bulkhead `name`, as [`bulkhead`](Self::bulkhead) gives it, except that a
@@ -427,84 +509,73 @@ impl BulkheadRegistry {
         Some(())
     }
 
-    /// The bulkhead `name`, created with the named configuration `config_name` if it does not
-    /// exist yet. An existing bulkhead is returned unchanged, whatever its configuration.
+    /// The bulkhead `name`, created as `spec` says if it does not exist yet: with its
+    /// configuration (given, or named among the registry's configurations), its own tags,
+    /// and an adaptive limit attached. An existing bulkhead is returned unchanged, whatever
+    /// the spec (the first creation wins), except that a named configuration must exist.
+    ///
+    /// The keyed namespace has the same shape: [`keyed_with`](Self::keyed_with) takes a
+    /// keyed bulkhead's builder.
     ///
     /// # Errors
     ///
-    /// [`RegistryError::UnknownConfig`] when no configuration is named `config_name` (checked
-    /// even when the bulkhead exists, so a typo never passes silently).
+    /// [`RegistryError::UnknownConfig`] when the spec names a configuration the registry
+    /// does not have (checked even when the bulkhead exists, so a typo never passes
+    /// silently); [`RegistryError::Config`] when its adaptive limit does not fit the
+    /// configuration (nothing is registered then).
     ///
     /// # Examples
     ///
     /// ```
-    /// use bulkhead::{BulkheadConfig, BulkheadRegistry, RegistryError};
-    /// let registry = BulkheadRegistry::default();
-    /// registry.add_config("pool-20", BulkheadConfig::for_pool(20))?;
-    /// let bank = registry.bulkhead_with_config("bank", "pool-20")?;
-    /// assert_eq!(bank.config().max_concurrent_calls(), 16);
-    /// assert_eq!(
-    ///     registry.bulkhead_with_config("bank", "pool-2O").unwrap_err(),
-    ///     RegistryError::UnknownConfig("pool-2O".into())
-    /// );
-    /// # Ok::<(), bulkhead::RegistryError>(())
-    /// ```
-    pub fn bulkhead_with_config(
-        &self,
-        name: &str,
-        config_name: &str,
-    ) -> Result<Arc<Bulkhead>, RegistryError> {
-        let config = self
-            .config(config_name)
-            .ok_or_else(|| RegistryError::UnknownConfig(config_name.to_owned()))?;
-        Ok(self.get_or_create(name, false, || (config, BTreeMap::new())))
-    }
-
-    /// The bulkhead `name`, created with `config` if it does not exist yet. An existing
-    /// bulkhead is returned unchanged.
+    /// use bulkhead::adaptive::{AdaptiveLimit, Aimd};
+    /// use bulkhead::{BulkheadConfig, BulkheadRegistry, BulkheadSpec, RegistryError};
     ///
-    /// # Examples
-    ///
-    /// ```
-    /// use bulkhead::{BulkheadConfig, BulkheadRegistry};
-    /// let registry = BulkheadRegistry::default();
-    /// let bank = registry.bulkhead_with("bank", BulkheadConfig::for_pool(20));
+    /// let registry = BulkheadRegistry::builder().tag("team", "core").build()?;
+    /// let bank = registry.bulkhead_with("bank", BulkheadConfig::for_pool(20))?;
     /// assert_eq!(bank.config().max_concurrent_calls(), 16);
     /// // The first creation wins: the same name with another config is the same bulkhead.
-    /// let again = registry.bulkhead_with("bank", BulkheadConfig::for_pool(100));
-    /// assert_eq!(again.config().max_concurrent_calls(), 16);
-    /// ```
-    pub fn bulkhead_with(&self, name: &str, config: BulkheadConfig) -> Arc<Bulkhead> {
-        self.get_or_create(name, false, || (config, BTreeMap::new()))
-    }
-
-    /// The bulkhead `name`, created with `config` and the bulkhead's own `tags` if it does not
-    /// exist yet. An existing bulkhead is returned unchanged, tags included.
+    /// let again = registry.bulkhead_with("bank", BulkheadConfig::for_pool(100))?;
+    /// assert!(std::sync::Arc::ptr_eq(&bank, &again));
     ///
-    /// # Examples
-    ///
+    /// registry.add_config("pool-20", BulkheadConfig::for_pool(20))?;
+    /// let shop = registry.bulkhead_with(
+    ///     "shop",
+    ///     BulkheadSpec::config_named("pool-20")
+    ///         .tags([("tier", "0")])
+    ///         .adaptive_limit(AdaptiveLimit::new(Aimd::default())),
+    /// )?;
+    /// assert_eq!(shop.adaptive_limit().unwrap().max_limit(), 16);
+    /// assert_eq!(registry.tags("shop").unwrap()["tier"], "0");
+    /// assert_eq!(registry.tags("shop").unwrap()["team"], "core");
+    /// assert_eq!(
+    ///     registry.bulkhead_with("shop", BulkheadSpec::config_named("pool-2O")).unwrap_err(),
+    ///     RegistryError::UnknownConfig("pool-2O".into())
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    /// use bulkhead::{BulkheadConfig, BulkheadRegistry};
-    /// let registry = BulkheadRegistry::builder().tag("team", "core").tag("tier", "1").build()?;
-    /// registry.bulkhead_with_tags("bank", BulkheadConfig::for_pool(20), [("tier", "0")]);
-    /// let tags = registry.tags("bank").unwrap();
-    /// assert_eq!(tags["team"], "core");
-    /// assert_eq!(tags["tier"], "0"); // the bulkhead's tag wins
-    /// # Ok::<(), bulkhead::RegistryError>(())
-    /// ```
-    pub fn bulkhead_with_tags<K, V>(
+    pub fn bulkhead_with(
         &self,
         name: &str,
-        config: BulkheadConfig,
-        tags: impl IntoIterator<Item = (K, V)>,
-    ) -> Arc<Bulkhead>
-    where
-        K: Into<String>,
-        V: Into<String>,
-    {
-        self.get_or_create(name, false, || {
-            (config, tags.into_iter().map(|(k, v)| (k.into(), v.into())).collect())
-        })
+        spec: impl Into<BulkheadSpec>,
+    ) -> Result<Arc<Bulkhead>, RegistryError> {
+        let spec = spec.into();
+        let config = match spec.config {
+            SpecConfig::Given(config) => config,
+            SpecConfig::Named(config_name) => {
+                self.config(&config_name).ok_or(RegistryError::UnknownConfig(config_name))?
+            }
+        };
+        if let Some(found) = self.find(name) {
+            return Ok(found);
+        }
+        // The bulkhead and its limit are made before any lock of ours: attaching an adaptive
+        // limit runs no user code, but its error must leave nothing registered.
+        let bulkhead = Bulkhead::new(name, config);
+        if let Some(limit) = spec.adaptive {
+            bulkhead.set_adaptive_limit(limit).map_err(RegistryError::Config)?;
+        }
+        let tags = spec.tags;
+        Ok(self.get_or_create(name, false, || (bulkhead, tags)))
     }
 
     /// `with_default`: the caller gave no configuration (a file-backed registry reports a
@@ -513,14 +584,14 @@ impl BulkheadRegistry {
         &self,
         name: &str,
         with_default: bool,
-        make: impl FnOnce() -> (BulkheadConfig, BTreeMap<String, String>),
+        make: impl FnOnce() -> (Bulkhead, BTreeMap<String, String>),
     ) -> Arc<Bulkhead> {
         if let Some(entry) = self.inner.read().entries.get(name) {
             return Arc::clone(&entry.bulkhead);
         }
         // The caller's values (tags' conversions) run before the write lock, not under it.
-        let (config, tags) = make();
-        let bulkhead = Arc::new(Bulkhead::new(name, config));
+        let (bulkhead, tags) = make();
+        let bulkhead = Arc::new(bulkhead);
         let mut inner = self.inner.write();
         // Another thread may have created it between the two locks: the first one wins, and
         // ours (with the tags) is dropped after unlocking.
@@ -858,7 +929,9 @@ impl BulkheadRegistry {
             }
         }
         for instance in file.instances() {
-            let bulkhead = registry.bulkhead_with(instance.name(), instance.config().clone());
+            let bulkhead = registry.get_or_create(instance.name(), false, || {
+                (Bulkhead::new(instance.name(), instance.config().clone()), BTreeMap::new())
+            });
             if let Some(settings) = instance.adaptive() {
                 // A fresh bulkhead has no controller yet, and the settings were checked
                 // against this very configuration when the file was read.

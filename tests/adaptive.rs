@@ -257,7 +257,8 @@ fn a_registry_entry_becomes_adaptive_for_every_holder() {
         .add_config("slow-bank", BulkheadConfig::for_pool(10))
         .build()
         .unwrap();
-    let bank = registry.bulkhead_with_config("bank", "slow-bank").unwrap();
+    let bank =
+        registry.bulkhead_with("bank", bulkhead::BulkheadSpec::config_named("slow-bank")).unwrap();
     bank.set_adaptive_limit(AdaptiveLimit::new(Aimd::default())).unwrap();
     assert_eq!(
         bank.adaptive_limit().unwrap().max_limit(),

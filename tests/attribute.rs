@@ -28,7 +28,7 @@ impl From<BulkheadFull> for PortError {
 }
 
 fn global(name: &str, max: usize) -> Arc<Bulkhead> {
-    BulkheadRegistry::global().bulkhead_with(name, limit(max))
+    BulkheadRegistry::global().bulkhead_with(name, limit(max)).unwrap()
 }
 
 static RUNS: AtomicUsize = AtomicUsize::new(0);
@@ -122,7 +122,8 @@ async fn queued_port() -> Result<(), PortError> {
 
 #[test]
 fn attribute_async_dropped_while_queued_leaves_the_queue() {
-    let bulkhead = BulkheadRegistry::global().bulkhead_with("attr-queue", limit_wait(1, LONG_WAIT));
+    let bulkhead =
+        BulkheadRegistry::global().bulkhead_with("attr-queue", limit_wait(1, LONG_WAIT)).unwrap();
     let held = bulkhead.try_acquire().unwrap();
     let (_, waker) = CountingWaker::new();
     {
@@ -361,7 +362,7 @@ fn slow_port(in_flight: &AtomicUsize, peak: &AtomicUsize) -> Result<(), PortErro
 #[test]
 fn attribute_caps_concurrent_callers() {
     let bulkhead =
-        BulkheadRegistry::global().bulkhead_with("attr-threads", limit_wait(2, LONG_WAIT));
+        BulkheadRegistry::global().bulkhead_with("attr-threads", limit_wait(2, LONG_WAIT)).unwrap();
     let (in_flight, peak) = (AtomicUsize::new(0), AtomicUsize::new(0));
     with_hang_guard(move || {
         std::thread::scope(|s| {

@@ -303,7 +303,7 @@ fn a_file_backed_registry_reports_names_its_file_does_not_define() {
     assert_eq!(registry.try_bulkhead("reports").unwrap().name(), "reports");
     assert_eq!(registry.undefined_names(), ["bnak", "reports"]);
     // A configuration given in code is not a silent default.
-    registry.bulkhead_with("explicit", bulkhead::BulkheadConfig::for_pool(4));
+    registry.bulkhead_with("explicit", bulkhead::BulkheadConfig::for_pool(4)).unwrap();
     assert_eq!(registry.undefined_names(), ["bnak", "reports"]);
     // A registry built in code has no file: nothing is undefined.
     let plain = BulkheadRegistry::default().strict();
@@ -333,7 +333,7 @@ fn a_strict_file_backed_registry_refuses_names_its_file_does_not_define() {
     assert!(registry.find("bnak").is_none(), "a refused name is not created");
     assert!(registry.undefined_names().is_empty());
     // A bulkhead created in code with its own configuration is then found.
-    registry.bulkhead_with("explicit", bulkhead::BulkheadConfig::for_pool(4));
+    registry.bulkhead_with("explicit", bulkhead::BulkheadConfig::for_pool(4)).unwrap();
     assert!(registry.try_bulkhead("explicit").is_ok());
     // From text, the error says so.
     let text = BulkheadRegistry::from_yaml_str("resilience4j.bulkhead: {}").unwrap().strict();

@@ -91,7 +91,8 @@ fn named_configs_are_added_overwritten_and_removed() {
     assert_eq!(registry.add_config("slow", limit(3)), Ok(Some(limit(2))));
     assert_eq!(registry.config("slow"), Some(limit(3)));
     assert_eq!(registry.config_names(), ["default", "slow"]);
-    let made = registry.bulkhead_with_config("reports", "slow").unwrap();
+    let made =
+        registry.bulkhead_with("reports", bulkhead::BulkheadSpec::config_named("slow")).unwrap();
     assert_eq!(made.config(), limit(3));
     assert_eq!(registry.remove_config("slow"), Ok(Some(limit(3))));
     assert_eq!(registry.remove_config("slow"), Ok(None));
@@ -103,16 +104,23 @@ fn named_configs_are_added_overwritten_and_removed() {
 #[test]
 fn bulkhead_with_an_unknown_config_is_an_error() {
     let registry = BulkheadRegistry::default();
-    let err = registry.bulkhead_with_config("bank", "missing").unwrap_err();
+    let err = registry
+        .bulkhead_with("bank", bulkhead::BulkheadSpec::config_named("missing"))
+        .unwrap_err();
     assert_eq!(err, RegistryError::UnknownConfig("missing".to_owned()));
     assert_eq!(err.to_string(), "no bulkhead configuration named 'missing'");
     assert!(registry.find("bank").is_none(), "a failed call must not create the bulkhead");
     // Checked even when the bulkhead exists.
     registry.bulkhead("bank");
-    assert!(registry.bulkhead_with_config("bank", "missing").is_err());
+    assert!(registry
+        .bulkhead_with("bank", bulkhead::BulkheadSpec::config_named("missing"))
+        .is_err());
     // "default" is a valid config name.
     assert_eq!(
-        registry.bulkhead_with_config("ledger", "default").unwrap().config(),
+        registry
+            .bulkhead_with("ledger", bulkhead::BulkheadSpec::config_named("default"))
+            .unwrap()
+            .config(),
         BulkheadConfig::default()
     );
 }
@@ -121,9 +129,10 @@ fn bulkhead_with_an_unknown_config_is_an_error() {
 fn first_creation_wins_on_a_name_collision() {
     let registry = BulkheadRegistry::default();
     registry.add_config("two", limit(2)).unwrap();
-    let first = registry.bulkhead_with("bank", limit(7));
-    let again = registry.bulkhead_with("bank", limit(100));
-    let by_config = registry.bulkhead_with_config("bank", "two").unwrap();
+    let first = registry.bulkhead_with("bank", limit(7)).unwrap();
+    let again = registry.bulkhead_with("bank", limit(100)).unwrap();
+    let by_config =
+        registry.bulkhead_with("bank", bulkhead::BulkheadSpec::config_named("two")).unwrap();
     let by_default = registry.bulkhead("bank");
     for other in [&again, &by_config, &by_default] {
         assert!(Arc::ptr_eq(&first, other));
@@ -145,7 +154,7 @@ fn find_never_creates() {
 #[test]
 fn remove_takes_the_bulkhead_out() {
     let registry = BulkheadRegistry::default();
-    let old = registry.bulkhead_with("bank", limit(1));
+    let old = registry.bulkhead_with("bank", limit(1)).unwrap();
     let permit = old.try_acquire().unwrap();
     let removed = registry.remove("bank").unwrap();
     assert!(Arc::ptr_eq(&removed, &old));
@@ -162,7 +171,9 @@ fn remove_takes_the_bulkhead_out() {
 #[test]
 fn replace_swaps_an_existing_bulkhead_only() {
     let registry = BulkheadRegistry::builder().tag("team", "core").build().unwrap();
-    registry.bulkhead_with_tags("bank", limit(1), [("tier", "0")]);
+    registry
+        .bulkhead_with("bank", bulkhead::BulkheadSpec::config(limit(1)).tags([("tier", "0")]))
+        .unwrap();
     let new = Arc::new(Bulkhead::new("bank", limit(5)));
     let old = registry.replace("bank", Arc::clone(&new)).unwrap();
     assert_eq!(old.config(), limit(1));
@@ -200,7 +211,12 @@ fn tags_merge_registry_then_bulkhead() {
         .tags([("zone", "eu"), ("tier", "1")])
         .build()
         .unwrap();
-    registry.bulkhead_with_tags("bank", limit(4), [("tier", "0"), ("downstream", "sber")]);
+    registry
+        .bulkhead_with(
+            "bank",
+            bulkhead::BulkheadSpec::config(limit(4)).tags([("tier", "0"), ("downstream", "sber")]),
+        )
+        .unwrap();
     registry.bulkhead("ledger");
     let expected: BTreeMap<String, String> =
         [("service", "payments"), ("zone", "eu"), ("tier", "0"), ("downstream", "sber")]
@@ -213,7 +229,9 @@ fn tags_merge_registry_then_bulkhead() {
     assert_eq!(registry.tags("unknown"), None);
     assert_eq!(registry.registry_tags().len(), 3);
     // get-or-create with tags keeps the first tags too.
-    registry.bulkhead_with_tags("bank", limit(4), [("tier", "9")]);
+    registry
+        .bulkhead_with("bank", bulkhead::BulkheadSpec::config(limit(4)).tags([("tier", "9")]))
+        .unwrap();
     assert_eq!(registry.tags("bank").unwrap()["tier"], "0");
 }
 
@@ -257,7 +275,13 @@ resilience4j:
         assert_eq!(registry.tags("bank").unwrap()["service"], "payments");
         // Names not in the file get the file's default config.
         assert_eq!(registry.bulkhead("new").config(), BulkheadConfig::for_pool(20));
-        assert_eq!(registry.bulkhead_with_config("x", "reports").unwrap().config(), limit(2));
+        assert_eq!(
+            registry
+                .bulkhead_with("x", bulkhead::BulkheadSpec::config_named("reports"))
+                .unwrap()
+                .config(),
+            limit(2)
+        );
     }
 
     #[test]

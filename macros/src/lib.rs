@@ -116,12 +116,13 @@ use syn::{Expr, FnArg, ItemFn, LitStr, Pat, Path, ReturnType, Type};
 ///     }
 /// }
 ///
-/// let sber = BulkheadRegistry::global().bulkhead_with("sber", BulkheadConfig::for_pool(1));
+/// let sber = BulkheadRegistry::global().bulkhead_with("sber", BulkheadConfig::for_pool(1))?;
 /// assert_eq!(SberPort.balance(7), Ok(4200));
 /// assert_eq!(SberPort.balance(0), Err(PortError::Declined("no such account")));
 ///
 /// let _busy = sber.try_acquire().unwrap(); // the only slot is taken for 100 ms
 /// assert_eq!(SberPort.balance(7), Err(PortError::TemporarilyUnavailable));
+/// # Ok::<(), bulkhead::RegistryError>(())
 /// ```
 ///
 /// An async port with a fallback and its own registry:
