@@ -695,7 +695,8 @@ impl Bulkhead {
     ///
     /// Counting costs a rejection or an acquire a few plain instructions, and never a lock
     /// or a write to a cache line another thread writes: each thread counts in its own
-    /// cells, summed when read. Every call that happens after this returns is counted.
+    /// cells, summed when read. Every call that starts after this returns is counted, its
+    /// end included; a permit taken before is not counted when it ends.
     /// `bulkhead::metrics_export::register` calls it for you.
     ///
     /// # Examples
@@ -736,9 +737,12 @@ impl Bulkhead {
     /// is caught and ignored (the next one still runs); it never loses or duplicates a
     /// permit.
     ///
-    /// Registration is safe while other threads emit: every event of a call that happens
+    /// Registration is safe while other threads emit: every event of a call that starts
     /// after `on_event` returns reaches the new listener; events of calls concurrent with
-    /// the registration may or may not. The returned [`ListenerHandle`](crate::ListenerHandle)
+    /// the registration may or may not. A call is observed whole: its `CallFinished` is
+    /// emitted only if its permit was granted while anyone observed (a permit taken before
+    /// the first listener or counter ends unreported), so counts of permitted and finished
+    /// calls agree. The returned [`ListenerHandle`](crate::ListenerHandle)
     /// removes the listener ([`remove`](crate::ListenerHandle::remove)); dropping it keeps
     /// the listener.
     ///
@@ -784,7 +788,8 @@ impl Bulkhead {
     #[inline]
     pub(crate) fn permitted(&self, word: Word) -> Mark {
         if word.is_observed() {
-            self.observe_permitted()
+            self.observe_permitted();
+            self.start_mark()
         } else {
             Mark::NONE
         }
@@ -806,11 +811,11 @@ impl Bulkhead {
     #[cold]
     #[inline(never)]
     fn observe_permitted_after(&self, start: Option<Instant>) -> Mark {
-        let mark = self.observe_permitted();
+        self.observe_permitted();
         if let Some(start) = start {
             self.observe_wait(Outcome::Permitted, self.sem.clock.since(start));
         }
-        mark
+        self.start_mark()
     }
 
     /// Builds the rejection error (allocation-free); counts it and emits `CallRejected`, if
@@ -854,17 +859,22 @@ impl Bulkhead {
     /// Returns a permit held by a guard; counts it and emits `CallFinished`, if anyone
     /// observes.
     ///
-    /// A permit marked with an outcome or sampled by a limit controller goes to
-    /// [`release_marked`](Self::release_marked) instead: a plain permit's mark is zero.
+    /// A permit granted while anyone observed, sampled by a limit controller, or marked with
+    /// an outcome goes to [`release_marked`](Self::release_marked): the release of a permit
+    /// granted unobserved (mark zero) tests nothing but the word's waiter flag.
     #[inline]
     pub(crate) fn release_permit(&self, mark: Mark) {
         if mark.is_set() {
-            return self.release_marked(mark);
+            if mark.is_sampled() {
+                return self.release_sampled(mark);
+            }
+            // A mark set only by an outcome (an unobserved bulkhead's `fail()`) tells no one.
+            if self.sem.release().is_observed() && mark.is_observed() {
+                self.observe_finished();
+            }
+            return;
         }
-        let word = self.sem.release();
-        if word.is_observed() {
-            self.observe_finished();
-        }
+        self.sem.release();
     }
 
     /// Releases a marked permit: the controller learns from a sampled one *before* the slot
@@ -874,16 +884,12 @@ impl Bulkhead {
     /// adapting took a whole extra latency; see benches/results/adaptive.md.)
     #[cold]
     #[inline(never)]
-    fn release_marked(&self, mark: Mark) {
-        if mark.is_sampled() {
-            if let Some(hook) = self.hook.get() {
-                hook.finished(self, mark);
-            }
+    fn release_sampled(&self, mark: Mark) {
+        if let Some(hook) = self.hook.get() {
+            hook.finished(self, mark);
         }
-        let word = self.sem.release();
-        if word.is_observed() {
-            self.observe_finished();
-        }
+        self.sem.release();
+        self.observe_finished();
     }
 
     /// Attaches `hook`, once: later permits are sampled by it. `false` if one is attached.
@@ -921,29 +927,32 @@ impl Bulkhead {
 
     #[cold]
     #[inline(never)]
-    fn observe_permitted(&self) -> Mark {
+    fn observe_permitted(&self) {
         if let Some(counters) = self.counters.get() {
             match counters.inline_cells() {
                 Some(cells) => bump_own(&cells.permitted),
-                None => {
-                    self.observe_slow(Observed::Permitted);
-                    return self.start_mark();
-                }
+                None => return self.observe_slow(Observed::Permitted),
             }
         }
         if !self.listeners.is_empty() {
             self.emit(BulkheadEventKind::CallPermitted);
         }
-        self.start_mark()
     }
 
-    /// The mark of a permit just granted: the controller's, if one is attached.
+    /// The mark of a permit just granted while observed: the controller's, if one is
+    /// attached (never zero: an observed permit's release is observed too).
     #[inline]
     fn start_mark(&self) -> Mark {
         match self.hook.get() {
-            Some(hook) => hook.started(self),
-            None => Mark::NONE,
+            Some(hook) => self.hook_started(&**hook),
+            None => Mark::OBSERVED,
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn hook_started(&self, hook: &dyn LimitHook) -> Mark {
+        hook.started(self)
     }
 
     /// A refusal that waited zero (the fast paths, `TooManyWaiting`).

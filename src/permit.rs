@@ -104,8 +104,13 @@ impl Outcome {
 /// | 0..=2   | the outcome marked: 0 unmarked, else `Outcome::ALL` index + 1     |
 /// | 3       | an unmarked end is `Cancelled`, not `Success` (a call's future)  |
 /// | 4       | sampled: the fields below are set                                 |
-/// | 5..=19  | calls in flight when it started (saturating at 2^15 − 1)          |
+/// | 5       | observed: granted while counters, listeners or a controller were on |
+/// | 6..=19  | calls in flight when it started (saturating at 2^14 − 1)          |
 /// | 20..=63 | when it started: nanoseconds on the controller's clock, mod 2^44  |
+///
+/// A permit granted while the bulkhead was observed always has a non-zero mark, so its
+/// release takes the observed path (counted, `CallFinished`); one granted unobserved is
+/// released without looking at the observers: a call is observed whole, or not at all.
 ///
 /// A latency is the difference of two clock readings modulo 2^44 ns (4.9 hours): a call
 /// held longer than that is measured short by a multiple of it.
@@ -115,19 +120,24 @@ pub(crate) struct Mark(u64);
 const OUTCOME: u64 = 0b111;
 const UNMARKED_CANCELLED: u64 = 1 << 3;
 const SAMPLED: u64 = 1 << 4;
-const IN_FLIGHT_SHIFT: u32 = 5;
-const IN_FLIGHT_MAX: u64 = (1 << 15) - 1;
+const OBSERVED: u64 = 1 << 5;
+const IN_FLIGHT_SHIFT: u32 = 6;
+const IN_FLIGHT_MAX: u64 = (1 << 14) - 1;
 const START_SHIFT: u32 = 20;
 const START_BITS: u32 = 64 - START_SHIFT;
 
 impl Mark {
-    /// Not sampled, not marked: a plain permit.
+    /// Not observed, not sampled, not marked: a plain permit.
     pub(crate) const NONE: Mark = Mark(0);
 
-    /// A sampled permit that started at `start_nanos` with `in_flight` calls in flight.
+    /// A permit granted while the bulkhead was observed, not sampled.
+    pub(crate) const OBSERVED: Mark = Mark(OBSERVED);
+
+    /// A sampled permit (observed, then) that started at `start_nanos` with `in_flight`
+    /// calls in flight.
     pub(crate) fn sampled(start_nanos: u64, in_flight: usize) -> Mark {
         let in_flight = (in_flight as u64).min(IN_FLIGHT_MAX);
-        Mark(SAMPLED | in_flight << IN_FLIGHT_SHIFT | start_nanos << START_SHIFT)
+        Mark(OBSERVED | SAMPLED | in_flight << IN_FLIGHT_SHIFT | start_nanos << START_SHIFT)
     }
 
     /// Whether the release must look at this mark at all.
@@ -138,6 +148,10 @@ impl Mark {
 
     pub(crate) fn is_sampled(self) -> bool {
         self.0 & SAMPLED != 0
+    }
+
+    pub(crate) fn is_observed(self) -> bool {
+        self.0 & OBSERVED != 0
     }
 
     /// Calls in flight when the permit was granted, itself included (saturating).

@@ -359,10 +359,6 @@ fn a_call_finished_listener_can_take_the_freed_permit_at_once() {
 #[test]
 fn with_a_waiter_queued_call_finished_follows_the_hand_off() {
     let bulkhead = Arc::new(Bulkhead::new("order-handoff", limit_wait(1, LONG_WAIT)));
-    let held = bulkhead.try_acquire().unwrap();
-    let (_, waker) = CountingWaker::new();
-    let mut queued = Box::pin(bulkhead.acquire_async());
-    assert!(poll_once(&mut queued, &waker).is_pending());
     let seen = Arc::new(Mutex::new(None));
     let (b, s) = (Arc::downgrade(&bulkhead), Arc::clone(&seen));
     bulkhead.on_event(move |event| {
@@ -377,6 +373,12 @@ fn with_a_waiter_queued_call_finished_follows_the_hand_off() {
             }
         }
     });
+    // Taken after the listener is registered: a call is observed whole (its CallFinished is
+    // emitted only if its CallPermitted was).
+    let held = bulkhead.try_acquire().unwrap();
+    let (_, waker) = CountingWaker::new();
+    let mut queued = Box::pin(bulkhead.acquire_async());
+    assert!(poll_once(&mut queued, &waker).is_pending());
     drop(held);
     // The permit went to the oldest waiter before CallFinished ran: still 1 in flight.
     assert_eq!(*seen.lock().unwrap(), Some((1, Err(RejectReason::Full))));

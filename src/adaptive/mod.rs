@@ -438,7 +438,7 @@ impl LimitHook for Controller {
         if self.sample_one_in == 1 || sampled(self.sample_one_in) {
             Mark::sampled(self.now_nanos(), bulkhead.sem().load().in_flight())
         } else {
-            Mark::NONE
+            Mark::OBSERVED
         }
     }
 
