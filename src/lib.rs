@@ -67,52 +67,35 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// The layers, lowest first; no module imports from a layer above its own (see
+// `engine/mod.rs`).
 pub mod adaptive;
-mod blocking;
-mod bulkhead;
-mod config;
-mod error;
-mod event;
-mod fallible;
-#[cfg(feature = "serde")]
-#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-pub mod file;
-mod future;
-mod global;
-mod hook;
+pub(crate) mod bulkhead;
+pub(crate) mod engine;
+pub(crate) mod integrations;
 pub mod keyed;
-mod keyed_registry;
-#[cfg(feature = "tower")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub mod keyed_tower;
-mod metrics;
-#[cfg(feature = "metrics")]
-#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub mod metrics_export;
-#[cfg(any(bulkhead_loom, bulkhead_shuttle))]
-#[cfg_attr(docsrs, doc(cfg(any(bulkhead_loom, bulkhead_shuttle))))]
-pub mod model;
-mod name;
-mod observe;
-mod permit;
-mod registry;
-mod state;
-mod sync;
-pub mod timer;
-#[cfg(feature = "tower")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
-pub mod tower;
-mod trace;
+pub(crate) mod observe;
+pub(crate) mod registry;
 
+pub use crate::bulkhead::config::{BulkheadConfig, BulkheadConfigBuilder, ConfigError};
+pub use crate::bulkhead::error::BulkheadFull;
+pub use crate::bulkhead::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
+pub use crate::bulkhead::permit::{Outcome, OwnedPermit, Permit};
 pub use crate::bulkhead::Bulkhead;
-pub use crate::config::{BulkheadConfig, BulkheadConfigBuilder, ConfigError};
-pub use crate::error::{BulkheadFull, RejectReason};
-pub use crate::event::{BulkheadEvent, BulkheadEventKind, ListenerHandle};
-pub use crate::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
+#[cfg(any(bulkhead_loom, bulkhead_shuttle))]
+pub use crate::engine::model;
+pub use crate::engine::timer;
+#[cfg(feature = "serde")]
+pub use crate::integrations::file;
+#[cfg(feature = "metrics")]
+pub use crate::integrations::metrics_export;
+#[cfg(feature = "tower")]
+pub use crate::integrations::tower;
+pub use crate::observe::event::{BulkheadEvent, BulkheadEventKind, ListenerHandle};
+pub use crate::observe::metrics::BulkheadMetrics;
+pub use crate::observe::reason::RejectReason;
 #[doc(hidden)]
-pub use crate::global::__private;
-pub use crate::metrics::BulkheadMetrics;
-pub use crate::permit::{Outcome, OwnedPermit, Permit};
+pub use crate::registry::global::__private;
 pub use crate::registry::{BulkheadRegistry, BulkheadRegistryBuilder, BulkheadSpec, RegistryError};
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]

@@ -191,7 +191,7 @@ fn async_fast_paths_allocate_nothing() {
 #[test]
 fn keyed_tower_call_allocates_nothing() {
     use bulkhead::keyed::KeyedBulkhead;
-    use bulkhead::keyed_tower::KeyedBulkheadLayer;
+    use bulkhead::tower::KeyedBulkheadLayer;
     use tower::{Layer, Service};
 
     let tenants = Arc::new(

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bulkhead::keyed::{KeyedBulkhead, KeyedFull};
-use bulkhead::keyed_tower::KeyedBulkheadLayer;
+use bulkhead::tower::KeyedBulkheadLayer;
 use bulkhead::RejectReason;
 use common::*;
 use tower::{service_fn, Layer, Service, ServiceExt};

@@ -23,7 +23,7 @@ const BULKHEADS: usize = 100_000;
 /// What the heap may keep after the churn: a few pages of allocator or harness noise. A
 /// leak of the names alone would be over a megabyte (100 000 names of 10 to 60 bytes).
 const SLACK: isize = 16 * 1024;
-/// The documented bound on long names (src/name.rs): 1 MiB of names and a set of at most
+/// The documented bound on long names (src/observe/name.rs): 1 MiB of names and a set of at most
 /// 16 384 entries (32 768 buckets of 17 bytes).
 const LONG_NAMES_BOUND: isize = (1 << 20) + 32_768 * 17;
 

@@ -181,65 +181,65 @@ describe() {
 apply() {
     case $1 in
     release_ignores_waiter_flag)
-        mutate src/state.rs '        if prev.has_waiters() {
+        mutate src/engine/state.rs '        if prev.has_waiters() {
             self.release_slow();
         }
         prev' '        prev' ;;
     withdraw_ignores_grant)
-        mutate src/state.rs '            ended => ended.outcome(),' '            ended => ended.outcome().filter(|outcome| *outcome != Outcome::Granted),' ;;
+        mutate src/engine/state.rs '            ended => ended.outcome(),' '            ended => ended.outcome().filter(|outcome| *outcome != Outcome::Granted),' ;;
     waiters_flag_cleared_with_waiter_left)
-        mutate src/state.rs 'if queue.live == 0 && !self.load().is_closed() {' 'if queue.live <= 1 && !self.load().is_closed() {' ;;
+        mutate src/engine/state.rs 'if queue.live == 0 && !self.load().is_closed() {' 'if queue.live <= 1 && !self.load().is_closed() {' ;;
     enqueue_skips_drain_after_flag)
-        mutate src/state.rs '        if prev.available() <= 0 {' '        if prev.available() <= 0 || true {' ;;
+        mutate src/engine/state.rs '        if prev.available() <= 0 {' '        if prev.available() <= 0 || true {' ;;
     dropped_async_forgets_grant)
-        mutate src/future.rs '            bulkhead.sem().release();
+        mutate src/bulkhead/future.rs '            bulkhead.sem().release();
 ' '' ;;
     sync_timeout_forgets_grant)
-        mutate src/blocking.rs 'return sem.withdraw(key);' 'return sem.withdraw(key).filter(|o| *o != Outcome::Granted);' ;;
+        mutate src/bulkhead/blocking.rs 'return sem.withdraw(key);' 'return sem.withdraw(key).filter(|o| *o != Outcome::Granted);' ;;
     shrink_revokes_in_flight)
-        mutate src/state.rs 'Word::encode(word.available() + delta, limit, flags)' 'Word::encode((word.available() + delta).max(0), limit, flags)' ;;
+        mutate src/engine/state.rs 'Word::encode(word.available() + delta, limit, flags)' 'Word::encode((word.available() + delta).max(0), limit, flags)' ;;
     grow_does_not_serve_waiters)
-        mutate src/state.rs '        new.has_waiters() && new.available() > 0
+        mutate src/engine/state.rs '        new.has_waiters() && new.available() > 0
     }' '        false
     }' ;;
     try_acquire_barges)
-        mutate src/state.rs 'self.0 & (WAITERS | CLOSED) == 0 && (self.0 as i64) >= ONE_PERMIT as i64' 'self.0 & CLOSED == 0 && (self.0 as i64) >= ONE_PERMIT as i64' ;;
+        mutate src/engine/state.rs 'self.0 & (WAITERS | CLOSED) == 0 && (self.0 as i64) >= ONE_PERMIT as i64' 'self.0 & CLOSED == 0 && (self.0 as i64) >= ONE_PERMIT as i64' ;;
     waiter_cap_off_by_one)
-        mutate src/state.rs 'queue.live >= max' 'queue.live > max' ;;
+        mutate src/engine/state.rs 'queue.live >= max' 'queue.live > max' ;;
     withdraw_leaves_slot_linked)
-        mutate src/state.rs '            SlotState::Queued => {
+        mutate src/engine/state.rs '            SlotState::Queued => {
                 queue.unlink(true, key.index);' '            SlotState::Queued => {
                 queue.live -= 1;' ;;
     repoll_keeps_stale_waker)
-        mutate src/state.rs 'if matches!(&queue.slot(key).wake, Some(Wake::Task(current)) if current.will_wake(waker)) {' 'if queue.slot(key).wake.is_some() {' ;;
+        mutate src/engine/state.rs 'if matches!(&queue.slot(key).wake, Some(Wake::Task(current)) if current.will_wake(waker)) {' 'if queue.slot(key).wake.is_some() {' ;;
     timer_never_expires)
-        mutate src/state.rs 'Some(deadline) if deadline <= now => {' 'Some(deadline) if deadline <= now && false => {' ;;
+        mutate src/engine/state.rs 'Some(deadline) if deadline <= now => {' 'Some(deadline) if deadline <= now && false => {' ;;
     timer_assumes_queue_order)
-        mutate src/state.rs '                        self.ordered = false;
+        mutate src/engine/state.rs '                        self.ordered = false;
 ' '' ;;
     waker_dropped_under_lock)
-        mutate src/state.rs '        let replaced = queue.slot(key).wake.replace(fresh);
+        mutate src/engine/state.rs '        let replaced = queue.slot(key).wake.replace(fresh);
         drop(queue);' '        let replaced = queue.slot(key).wake.replace(fresh);
         drop(replaced);
         let replaced: Option<Wake> = None;
         drop(queue);' ;;
     withdraw_drops_waker_under_lock)
-        mutate src/state.rs '        let wake = queue.free(key);
+        mutate src/engine/state.rs '        let wake = queue.free(key);
         unlock_then_drop(queue, wake, outcome)' '        drop(queue.free(key));
         unlock_then_drop(queue, (), outcome)' ;;
     change_config_wakes_under_config_lock)
-        mutate src/bulkhead.rs '        *current = config;
+        mutate src/bulkhead/mod.rs '        *current = config;
         drop(current);' '        *current = config;
         if serve {
             self.sem.serve_waiters();
         }
         drop(current);' ;;
     drained_relaxed)
-        mutate src/state.rs 'let word = Word(self.state.load(Ordering::Acquire));' 'let word = Word(self.state.load(Ordering::Relaxed));' ;;
+        mutate src/engine/state.rs 'let word = Word(self.state.load(Ordering::Acquire));' 'let word = Word(self.state.load(Ordering::Relaxed));' ;;
     drain_grants_after_close)
-        mutate src/state.rs 'if word.available() <= 0 || word.is_closed() {' 'if word.available() <= 0 {' ;;
+        mutate src/engine/state.rs 'if word.available() <= 0 || word.is_closed() {' 'if word.available() <= 0 {' ;;
     slab_never_shrinks)
-        mutate src/state.rs 'if self.slots.capacity() > Self::RETAINED_CAPACITY {
+        mutate src/engine/state.rs 'if self.slots.capacity() > Self::RETAINED_CAPACITY {
                 self.slots = Vec::new();
             } else {
                 self.slots.clear();
@@ -249,9 +249,9 @@ apply() {
             self.free = key.index;
         } else {' ;;
     close_strands_queued_waiters)
-        mutate src/state.rs '                match queue.pop_front(true, SlotState::Closed) {' '                match None::<Option<Wake>> {' ;;
+        mutate src/engine/state.rs '                match queue.pop_front(true, SlotState::Closed) {' '                match None::<Option<Wake>> {' ;;
     close_clears_waiters_flag)
-        mutate src/state.rs '                if !word.is_closed() {
+        mutate src/engine/state.rs '                if !word.is_closed() {
                     self.clear_waiters_flag();
                     return false;
                 }' '                if !word.is_closed() {
@@ -260,77 +260,81 @@ apply() {
                 }
                 self.clear_waiters_flag();' ;;
     close_forgets_waiters_flag)
-        mutate src/state.rs 'self.state.fetch_or(CLOSED | WAITERS, Ordering::Relaxed)' 'self.state.fetch_or(CLOSED, Ordering::Relaxed)' ;;
+        mutate src/engine/state.rs 'self.state.fetch_or(CLOSED | WAITERS, Ordering::Relaxed)' 'self.state.fetch_or(CLOSED, Ordering::Relaxed)' ;;
     enqueue_ignores_closed)
-        mutate src/state.rs '            Err(word) if word.is_closed() => {
+        mutate src/engine/state.rs '            Err(word) if word.is_closed() => {
                 return unlock_then_drop(queue, wake, Enqueued::Closed);
             }
 ' '' ;;
     drain_forgets_drainers)
-        mutate src/state.rs '                    match queue.pop_front(false, SlotState::Drained) {
+        mutate src/engine/state.rs '                    match queue.pop_front(false, SlotState::Drained) {
                         Some(wake) => wakes.push(wake),' '                    match queue.pop_front(false, SlotState::Drained) {
                         Some(_) => {}' ;;
     blocking_check_off)
-        mutate src/blocking.rs '    if runs_async_tasks() {' '    if runs_async_tasks() && false {' ;;
+        mutate src/bulkhead/blocking.rs '    if runs_async_tasks() {' '    if runs_async_tasks() && false {' ;;
     release_relaxed)
-        mutate src/state.rs 'fetch_add(ONE_PERMIT, Ordering::Release)' 'fetch_add(ONE_PERMIT, Ordering::Relaxed)' ;;
+        mutate src/engine/state.rs 'fetch_add(ONE_PERMIT, Ordering::Release)' 'fetch_add(ONE_PERMIT, Ordering::Relaxed)' ;;
     acquire_cas_relaxed)
-        mutate src/state.rs '                word.0.wrapping_sub(ONE_PERMIT),
+        mutate src/engine/state.rs '                word.0.wrapping_sub(ONE_PERMIT),
                 Ordering::Acquire,' '                word.0.wrapping_sub(ONE_PERMIT),
                 Ordering::Relaxed,' ;;
     drain_cas_relaxed)
-        mutate src/state.rs '                    word.0.wrapping_sub(ONE_PERMIT),
+        mutate src/engine/state.rs '                    word.0.wrapping_sub(ONE_PERMIT),
                     Ordering::Acquire,' '                    word.0.wrapping_sub(ONE_PERMIT),
                     Ordering::Relaxed,' ;;
     counter_slots_shared)
-        mutate src/sync.rs 'let taken = NEXT_SLOT.fetch_add(1, super::Ordering::SeqCst);' 'let taken = NEXT_SLOT.load(super::Ordering::SeqCst);' &&
-            mutate src/sync.rs '                    pool.next += 1;
+        mutate src/engine/sync.rs 'let taken = NEXT_SLOT.fetch_add(1, super::Ordering::SeqCst);' 'let taken = NEXT_SLOT.load(super::Ordering::SeqCst);' &&
+            mutate src/engine/sync.rs '                    pool.next += 1;
 ' '' ;;
     listener_lost_in_registration_race)
-        mutate src/observe.rs 'Err(back) => node = back,' 'Err(_) => return,' ;;
+        mutate src/observe/mod.rs 'Err(back) => node = back,' 'Err(_) => return,' ;;
     on_event_leaves_flag_clear)
-        mutate src/bulkhead.rs '        self.listeners.push(Box::new(listener), StdArc::clone(&active));
+        mutate src/bulkhead/mod.rs '        self.listeners.push(Box::new(listener), StdArc::clone(&active));
         self.sem.set_observed();' '        self.listeners.push(Box::new(listener), StdArc::clone(&active));' ;;
     removed_listener_still_called)
-        mutate src/observe.rs 'if node.active.load(Ordering::Relaxed) {' 'if node.active.load(Ordering::Relaxed) || true {' ;;
+        mutate src/observe/mod.rs 'if node.active.load(Ordering::Relaxed) {' 'if node.active.load(Ordering::Relaxed) || true {' ;;
     keyed_total_refusal_keeps_key_slot)
-        mutate src/keyed.rs '            drop(key_permit);
+        mutate src/keyed/mod.rs '            drop(key_permit);
             Err(KeyedFull::Total(refused))' '            std::mem::forget(key_permit);
             Err(KeyedFull::Total(refused))' ;;
     keyed_sync_takes_total_before_key)
-        mutate src/keyed.rs '        let key_permit = bulkhead.acquire_owned().map_err(KeyedFull::Key)?;
+        mutate src/keyed/mod.rs '        let key_permit = bulkhead.acquire_owned().map_err(KeyedFull::Key)?;
         let total = self.total.as_deref().map(Bulkhead::acquire);' '        let total = self.total.as_deref().map(Bulkhead::acquire);
         let key_permit = bulkhead.acquire_owned().map_err(KeyedFull::Key)?;' ;;
     keyed_evicts_by_metrics)
-        mutate src/keyed.rs '    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())' '    closed || bulkhead.sem().is_idle_acquire()' ;;
+        mutate src/keyed/mod.rs '    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())' '    closed || bulkhead.sem().is_idle_acquire()' ;;
     keyed_evicts_without_acquire)
-        mutate src/keyed.rs '    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())' '    Arc::strong_count(bulkhead) == 1 && (closed || true)' ;;
+        mutate src/keyed/mod.rs '    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())' '    Arc::strong_count(bulkhead) == 1 && (closed || true)' ;;
     keyed_bound_without_reservation)
-        mutate src/keyed.rs '            match self.live.compare_exchange(live, live + 1, Ordering::Relaxed, Ordering::Relaxed) {
+        mutate src/keyed/mod.rs '            match self.live.compare_exchange(live, live + 1, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return true,
                 Err(now) => live = now,
             }' '            self.live.fetch_add(1, Ordering::Relaxed);
             return true;' ;;
     keyed_closed_full_map_too_many_keys)
-        mutate src/keyed.rs '            if shard.closed || self.closed.load(Ordering::Relaxed) {' '            if (shard.closed || self.closed.load(Ordering::Relaxed)) && self.live_keys() < self.max_keys {' ;;
+        mutate src/keyed/mod.rs '            if shard.closed || self.closed.load(Ordering::Relaxed) {' '            if (shard.closed || self.closed.load(Ordering::Relaxed)) && self.live_keys() < self.max_keys {' ;;
     keyed_closed_key_never_idle)
-        mutate src/keyed.rs '    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())' '    Arc::strong_count(bulkhead) == 1 && (!closed && bulkhead.sem().is_idle_acquire())' ;;
+        mutate src/keyed/mod.rs '    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())' '    Arc::strong_count(bulkhead) == 1 && (!closed && bulkhead.sem().is_idle_acquire())' ;;
     keyed_same_key_reserves_before_lookup)
-        mutate src/keyed.rs '            let mut shard = self.shard(hash).lock();
+        mutate src/keyed/mod.rs '            let mut shard = self.shard(hash).lock();
             if let Some(entry) = shard.table.find(hash, |e| *e.key == *key) {
                 let found = Arc::clone(&entry.bulkhead);' '            let reserved = self.reserve();
             let mut shard = self.shard(hash).lock();
             if let Some(entry) = shard.table.find(hash, |e| *e.key == *key) {
                 let found = Arc::clone(&entry.bulkhead);' &&
-        mutate src/keyed.rs '            if !self.reserve() {' '            if !reserved {' ;;
+        mutate src/keyed/mod.rs '            if !self.reserve() {' '            if !reserved {' ;;
     keyed_try_takes_total_before_key)
-        mutate src/keyed.rs '        let key_permit = self.try_key(key)?;
+        mutate src/keyed/mod.rs '        let key_permit = self.try_key(key)?;
         let total = self.total.as_deref().map(Bulkhead::try_acquire);' '        let total = self.total.as_deref().map(Bulkhead::try_acquire);
         let key_permit = self.try_key(key)?;' ;;
     adaptive_releases_before_recording)
-        mutate src/adaptive/mod.rs '        self.owner.record(Sample { latency, in_flight: self.in_flight, outcome });
-        drop(self.permit.take());' '        drop(self.permit.take());
-        self.owner.record(Sample { latency, in_flight: self.in_flight, outcome });' ;;
+        mutate src/bulkhead/mod.rs '        if let Some(hook) = self.hook.get() {
+            hook.finished(self, mark);
+        }
+        self.sem.release();' '        self.sem.release();
+        if let Some(hook) = self.hook.get() {
+            hook.finished(self, mark);
+        }' ;;
     adaptive_limit_applied_without_recheck)
         mutate src/adaptive/mod.rs '            if latest == limit {' '            if latest == limit || true {' ;;
     *)

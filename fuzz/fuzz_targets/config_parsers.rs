@@ -1,4 +1,4 @@
-//! Feeds arbitrary bytes to every configuration entry point (see `src/config.rs`): none may
+//! Feeds arbitrary bytes to every configuration entry point (see `src/bulkhead/config.rs`): none may
 //! panic, and every error must name a key or a position.
 #![no_main]
 

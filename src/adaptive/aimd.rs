@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::algorithm::{Estimates, LimitAlgorithm, Limits, Sample};
-use crate::config::ConfigError;
+use crate::bulkhead::config::ConfigError;
 
 /// Loss-based AIMD: +1 while calls succeed and the bulkhead is at least half used, times
 /// `backoff_ratio` on a failure (a call slower than the timeout is one).

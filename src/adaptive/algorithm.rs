@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::permit::Outcome;
+use crate::bulkhead::permit::Outcome;
 
 /// One admitted call, measured when its permit ended.
 ///

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::algorithm::{Estimates, LimitAlgorithm, Limits, Sample};
-use crate::config::ConfigError;
+use crate::bulkhead::config::ConfigError;
 
 /// Latency-gradient algorithm: shrinks the limit by the ratio of the long-term average
 /// latency to the current one, and grows it by a fixed queue allowance while latency holds.

@@ -25,7 +25,7 @@
 //! # Cost
 //!
 //! A bulkhead without a controller pays nothing for this module but a zero test on release:
-//! the engine and the plain face know no algorithm, only a hook (`crate::hook`). With one,
+//! the engine and the plain face know no algorithm, only a hook (`crate::bulkhead::hook`). With one,
 //! a sampled call reads the clock twice, takes the controller's lock once (uncontended in
 //! the common case) and runs the algorithm's arithmetic; an unsampled one
 //! ([`AdaptiveLimit::sample_one_in`]) takes the observed path and a thread-local countdown.
@@ -74,13 +74,13 @@ pub use self::aimd::Aimd;
 pub use self::algorithm::{Estimates, LimitAlgorithm, Limits, Sample};
 pub use self::gradient2::Gradient2;
 pub use self::vegas::Vegas;
+use crate::bulkhead::config::ConfigError;
+use crate::bulkhead::hook::LimitHook;
+use crate::bulkhead::permit::Mark;
+pub use crate::bulkhead::permit::Outcome;
 use crate::bulkhead::Bulkhead;
-use crate::config::ConfigError;
-use crate::event::ListenerHandle;
-use crate::hook::LimitHook;
-use crate::permit::Mark;
-pub use crate::permit::Outcome;
-use crate::sync::{AtomicBool, Mutex, Ordering};
+use crate::engine::sync::{AtomicBool, Mutex, Ordering};
+use crate::observe::event::ListenerHandle;
 
 /// A listener of limit changes.
 type Listener = Box<dyn Fn(&LimitChanged<'_>) + Send + Sync>;

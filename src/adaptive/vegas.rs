@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::algorithm::{Estimates, LimitAlgorithm, Limits, Sample};
-use crate::config::ConfigError;
+use crate::bulkhead::config::ConfigError;
 
 /// Delay-based algorithm after TCP Vegas: estimates the queue the limit builds at the
 /// downstream from how far latency sits above the no-load latency, and keeps it between

@@ -1,5 +1,5 @@
 /*
- * bulkhead.pml -- a Promela model of the bulkhead engine protocol (src/state.rs).
+ * bulkhead.pml -- a Promela model of the bulkhead engine protocol (src/engine/state.rs).
  *
  * Modelled, as the engine writes it (README.md maps every step to its Rust lines):
  *   - the state word: signed `avail`, `limit`, the WAITERS and CLOSED bits;

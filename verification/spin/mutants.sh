@@ -11,7 +11,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 JOBS=${JOBS:-2}
 
-# id | configuration (see run.sh) | the bug, as it would be written in src/state.rs
+# id | configuration (see run.sh) | the bug, as it would be written in src/engine/state.rs
 # (7 is gone with the tombstones; 18, admits_newcomer ignoring CLOSED, is an equivalent
 # mutant: close sets WAITERS with CLOSED and it stays set, so WAITERS alone refuses. The
 # model keeps its #if; see README.md.)

@@ -1,0 +1,511 @@
+//! The async slow path: futures that queue, wait for a grant or their deadline, and withdraw
+//! on drop. Nothing here allocates: the waiter is a slot of the semaphore's slab, addressed
+//! by a [`WaitKey`]. The deadline of `acquire_async` is kept by the bulkhead's own timer
+//! (`crate::engine::timer`), which withdraws and wakes the waiter when it passes, on any executor;
+//! `acquire_async_with_sleep` pins the caller's sleep inside its future instead.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use core::time::Duration;
+use std::sync::Arc;
+
+use pin_project_lite::pin_project;
+
+use crate::bulkhead::error::BulkheadFull;
+use crate::bulkhead::permit::Mark;
+use crate::bulkhead::permit::OwnedPermit;
+use crate::bulkhead::permit::Permit;
+use crate::bulkhead::Bulkhead;
+use crate::engine::state::{Enqueued, Outcome, WaitKey, Wake};
+use crate::engine::sync::Instant;
+use crate::observe::reason::RejectReason;
+
+/// The sleep of a future whose deadline the bulkhead's timer keeps: none. Uninhabited, so
+/// `Timer<EngineTimer>` takes no space.
+enum EngineTimer {}
+
+impl Future for EngineTimer {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        match *self {}
+    }
+}
+
+/// `acquire_async` arms no sleep: its deadline goes to the queue, and the timer keeps it.
+fn engine_timer(_wait: Duration) -> Option<EngineTimer> {
+    None
+}
+
+pin_project! {
+    /// The timer of a queued wait, armed in place (never boxed).
+    #[project = TimerProj]
+    enum Timer<S> {
+        Off,
+        On { #[pin] sleep: S },
+    }
+}
+
+/// The unpinned state every acquire future shares: first poll tries the fast path, then
+/// queues; later polls check the slot, then the timer; drop withdraws.
+struct Core {
+    /// The queued wait, while there is one.
+    key: Option<WaitKey>,
+    /// When the wait started (set when queued).
+    start: Option<Instant>,
+    /// When it gives up; `None` for an unbounded wait.
+    deadline: Option<Instant>,
+    done: bool,
+    /// Whether the bulkhead's timer keeps the deadline (`acquire_async`), or a sleep of the
+    /// caller's does (`acquire_async_with_sleep`).
+    engine_timer: bool,
+}
+
+impl Core {
+    const fn new(engine_timer: bool) -> Self {
+        Core { key: None, start: None, deadline: None, done: false, engine_timer }
+    }
+
+    /// Called on drop: a queued future leaves the queue; a permit granted to it but never
+    /// returned is released, which hands it to the next waiter.
+    #[inline]
+    fn cancel(&mut self, bulkhead: &Bulkhead) {
+        if let Some(key) = self.key {
+            Self::withdraw(key, bulkhead);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn withdraw(key: WaitKey, bulkhead: &Bulkhead) {
+        // Not granted (still queued, closed, timed out): the slot is gone, nothing is owned.
+        if bulkhead.sem().withdraw(key) == Some(Outcome::Granted) {
+            // Never handed to the caller, so no `CallPermitted`/`CallFinished` pair.
+            bulkhead.sem().release();
+        }
+    }
+
+    #[inline]
+    fn poll<S: Future<Output = ()>>(
+        &mut self,
+        mut timer: Pin<&mut Timer<S>>,
+        bulkhead: &Bulkhead,
+        cx: &mut Context<'_>,
+        arm: impl FnOnce(Duration) -> Option<S>,
+    ) -> Poll<Result<Mark, BulkheadFull>> {
+        let just_queued = self.key.is_none();
+        if just_queued {
+            // First poll: the fast path, or a refusal that needs no queue, decided inline.
+            assert!(!self.done, "a bulkhead acquire future was polled after it completed");
+            let sem = bulkhead.sem();
+            let word = match sem.try_acquire() {
+                Ok(word) => {
+                    let mark = bulkhead.permitted(word);
+                    return self.done_with(Ok(mark));
+                }
+                Err(word) => word,
+            };
+            if word.is_closed() || bulkhead.max_wait_is_zero() {
+                return self.done_with(Err(bulkhead.refuse(word)));
+            }
+            if let Some(done) = self.start_wait(timer.as_mut(), bulkhead, cx, arm) {
+                return done;
+            }
+        }
+        let poll = self.poll_queued(timer.as_mut(), bulkhead, cx, just_queued);
+        if poll.is_ready() && matches!(timer.as_mut().project(), TimerProj::On { .. }) {
+            // Done: disarm the timer now, not when the future is dropped.
+            timer.set(Timer::Off);
+        }
+        poll
+    }
+
+    /// A queued wait: checks its slot (unless it was queued by this very poll, with this
+    /// waker), then its timer or deadline.
+    fn poll_queued<S: Future<Output = ()>>(
+        &mut self,
+        timer: Pin<&mut Timer<S>>,
+        bulkhead: &Bulkhead,
+        cx: &mut Context<'_>,
+        just_queued: bool,
+    ) -> Poll<Result<Mark, BulkheadFull>> {
+        let sem = bulkhead.sem();
+        let Some(key) = self.key else {
+            unreachable!("a queued future has a wait key");
+        };
+        if !just_queued {
+            if let Some(outcome) = sem.poll_wait(key, Some(cx.waker())) {
+                self.key = None;
+                return self.finish(bulkhead, outcome);
+            }
+        }
+        // Still queued: has the wait run out? With a sleep, when it fires. With the engine's
+        // timer, the timer withdraws the waiter itself (seen above as `TimedOut`); a re-poll
+        // after the deadline (the timer thread disabled, or not yet there) gives up too. A
+        // custom sleep that was not armed checks on every poll.
+        let expired = match timer.project() {
+            TimerProj::On { sleep } => sleep.poll(cx).is_ready(),
+            TimerProj::Off if self.engine_timer && just_queued => false,
+            TimerProj::Off => self.deadline.is_some_and(|deadline| {
+                if !self.engine_timer {
+                    sem.clock.wake_at_deadline(cx.waker());
+                }
+                sem.clock.now() >= deadline
+            }),
+        };
+        if !expired {
+            return Poll::Pending;
+        }
+        let Some(key) = self.key.take() else {
+            unreachable!("a queued future has a wait key");
+        };
+        // The grant and the withdrawal are decided under the queue lock: exactly one happens.
+        match sem.withdraw(key) {
+            Some(outcome) => self.finish(bulkhead, outcome),
+            None => {
+                let waited = self.waited(bulkhead);
+                let err = bulkhead.reject(sem.load(), RejectReason::WaitTimedOut, waited);
+                self.done_with(Err(err))
+            }
+        }
+    }
+
+    /// The first poll found no free permit and may wait: queue, and arm the timer. `None`
+    /// when queued; otherwise the result of the acquire.
+    #[cold]
+    fn start_wait<S: Future<Output = ()>>(
+        &mut self,
+        mut timer: Pin<&mut Timer<S>>,
+        bulkhead: &Bulkhead,
+        cx: &mut Context<'_>,
+        arm: impl FnOnce(Duration) -> Option<S>,
+    ) -> Option<Poll<Result<Mark, BulkheadFull>>> {
+        let sem = bulkhead.sem();
+        let wait = bulkhead.max_wait();
+        if wait.is_zero() {
+            // The max wait was set to zero by a concurrent `change_config`.
+            return Some(self.done_with(Err(bulkhead.reject(
+                sem.load(),
+                RejectReason::Full,
+                wait,
+            ))));
+        }
+        // An unbounded wait reads the clock only if someone observes the calls (one more
+        // load of the word): the wait histogram and `tracing` want its length. Unobserved,
+        // only a timeout reports how long it waited, and an unbounded wait has none. (A
+        // bulkhead that becomes observed while this waits does not time it: the histogram
+        // counts that wait as a zero wait.)
+        let start = (wait != Duration::MAX
+            || sem.load().is_observed()
+            || crate::observe::trace::interested())
+        .then(|| sem.clock.now());
+        let deadline = start.and_then(|start| sem.clock.deadline(start, wait));
+        let timed = if self.engine_timer { deadline } else { None };
+        let key = match sem.enqueue(Wake::task(cx.waker()), bulkhead.max_waiting(), timed) {
+            Enqueued::Queued(key) => key,
+            Enqueued::Acquired => {
+                let mark = bulkhead.permitted_after(sem.load(), start);
+                return Some(self.done_with(Ok(mark)));
+            }
+            Enqueued::TooManyWaiting => {
+                let reason = RejectReason::TooManyWaiting;
+                let err = bulkhead.reject(sem.load(), reason, Duration::ZERO);
+                return Some(self.done_with(Err(err)));
+            }
+            Enqueued::Closed => return Some(self.done_with(Err(bulkhead.refuse(sem.load())))),
+        };
+        self.key = Some(key);
+        self.start = start;
+        self.deadline = deadline;
+        if self.deadline.is_some() && !self.engine_timer {
+            if let Some(sleep) = arm(wait) {
+                timer.set(Timer::On { sleep });
+            }
+        }
+        None
+    }
+
+    fn done_with(
+        &mut self,
+        result: Result<Mark, BulkheadFull>,
+    ) -> Poll<Result<Mark, BulkheadFull>> {
+        self.done = true;
+        Poll::Ready(result)
+    }
+
+    /// How long the wait lasted; for a timed-out wait, at least the wait it was allowed
+    /// (a custom sleep, or tokio's paused clock, may end it early in real time).
+    fn waited(&self, bulkhead: &Bulkhead) -> Duration {
+        let clock = &bulkhead.sem().clock;
+        let Some(start) = self.start else { return Duration::ZERO };
+        let allowed =
+            self.deadline.map_or(Duration::ZERO, |deadline| clock.between(start, deadline));
+        clock.since(start).max(allowed)
+    }
+
+    /// The wait ended with `outcome`, decided under the queue lock.
+    fn finish(
+        &mut self,
+        bulkhead: &Bulkhead,
+        outcome: Outcome,
+    ) -> Poll<Result<Mark, BulkheadFull>> {
+        let sem = bulkhead.sem();
+        match outcome {
+            Outcome::Granted => {
+                let mark = bulkhead.permitted_after(sem.load(), self.start);
+                self.done_with(Ok(mark))
+            }
+            Outcome::Closed => {
+                let err = bulkhead.reject(sem.load(), RejectReason::Closed, Duration::ZERO);
+                self.done_with(Err(err))
+            }
+            Outcome::TimedOut => {
+                let waited = self.waited(bulkhead);
+                let err = bulkhead.reject(sem.load(), RejectReason::WaitTimedOut, waited);
+                self.done_with(Err(err))
+            }
+            Outcome::Drained => unreachable!("an acquire is not a drain wait"),
+        }
+    }
+}
+
+impl fmt::Debug for Core {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Acquire")
+            .field("queued", &self.key.is_some())
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+pin_project! {
+    /// The future returned by [`Bulkhead::acquire_async`].
+    ///
+    /// It holds its place in the queue and its timer inline, so waiting allocates nothing;
+    /// like tokio's acquire futures it is not `Unpin` (`.await` it, or pin it with
+    /// [`std::pin::pin!`] or `Box::pin` to poll it by hand).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it at any point loses nothing: see [`Bulkhead::acquire_async`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Acquire<'a> {
+        bulkhead: &'a Bulkhead,
+        core: Core,
+        #[pin]
+        timer: Timer<EngineTimer>,
+    }
+
+    impl PinnedDrop for Acquire<'_> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            this.core.cancel(this.bulkhead);
+        }
+    }
+}
+
+impl<'a> Acquire<'a> {
+    #[inline]
+    pub(crate) fn new(bulkhead: &'a Bulkhead) -> Self {
+        Acquire { bulkhead, core: Core::new(true), timer: Timer::Off }
+    }
+}
+
+impl<'a> Future for Acquire<'a> {
+    type Output = Result<Permit<'a>, BulkheadFull>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let bulkhead: &'a Bulkhead = this.bulkhead;
+        this.core
+            .poll(this.timer, bulkhead, cx, engine_timer)
+            .map(|r| r.map(|mark| Permit::new(bulkhead, mark)))
+    }
+}
+
+impl fmt::Debug for Acquire<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.core.fmt(f)
+    }
+}
+
+pin_project! {
+    /// The future returned by [`Bulkhead::acquire_async_with_sleep`].
+    ///
+    /// Not `Unpin` when the sleep is not: the sleep is pinned inside it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it at any point loses nothing: see [`Bulkhead::acquire_async`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct AcquireWithSleep<'a, M, S> {
+        bulkhead: &'a Bulkhead,
+        make_sleep: Option<M>,
+        core: Core,
+        #[pin]
+        timer: Timer<S>,
+    }
+
+    impl<M, S> PinnedDrop for AcquireWithSleep<'_, M, S> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            this.core.cancel(this.bulkhead);
+        }
+    }
+}
+
+impl<'a, M, S> AcquireWithSleep<'a, M, S>
+where
+    M: FnOnce(Duration) -> S,
+    S: Future<Output = ()>,
+{
+    pub(crate) fn new(bulkhead: &'a Bulkhead, make_sleep: M) -> Self {
+        AcquireWithSleep {
+            bulkhead,
+            make_sleep: Some(make_sleep),
+            core: Core::new(false),
+            timer: Timer::Off,
+        }
+    }
+}
+
+impl<'a, M, S> Future for AcquireWithSleep<'a, M, S>
+where
+    M: FnOnce(Duration) -> S,
+    S: Future<Output = ()>,
+{
+    type Output = Result<Permit<'a>, BulkheadFull>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let bulkhead: &'a Bulkhead = this.bulkhead;
+        let make_sleep = this.make_sleep;
+        let arm = |wait| make_sleep.take().map(|make| make(wait));
+        this.core
+            .poll(this.timer, bulkhead, cx, arm)
+            .map(|r| r.map(|mark| Permit::new(bulkhead, mark)))
+    }
+}
+
+impl<M, S> fmt::Debug for AcquireWithSleep<'_, M, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.core.fmt(f)
+    }
+}
+
+pin_project! {
+    /// The future returned by [`Bulkhead::acquire_owned_async`]: `Send + 'static`.
+    ///
+    /// Not `Unpin`, like [`Acquire`]: its timer is pinned inside it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it at any point loses nothing: see [`Bulkhead::acquire_async`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct AcquireOwned {
+        bulkhead: Arc<Bulkhead>,
+        core: Core,
+        #[pin]
+        timer: Timer<EngineTimer>,
+    }
+
+    impl PinnedDrop for AcquireOwned {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            this.core.cancel(this.bulkhead);
+        }
+    }
+}
+
+impl AcquireOwned {
+    pub(crate) fn new(bulkhead: Arc<Bulkhead>) -> Self {
+        AcquireOwned { bulkhead, core: Core::new(true), timer: Timer::Off }
+    }
+}
+
+impl Future for AcquireOwned {
+    type Output = Result<OwnedPermit, BulkheadFull>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let bulkhead = this.bulkhead;
+        this.core
+            .poll(this.timer, bulkhead, cx, engine_timer)
+            .map(|r| r.map(|mark| OwnedPermit::from_acquired(Arc::clone(bulkhead), mark)))
+    }
+}
+
+impl fmt::Debug for AcquireOwned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.core.fmt(f)
+    }
+}
+
+/// The future returned by [`Bulkhead::drained`]: completes when the bulkhead is closed and
+/// no call is in flight.
+///
+/// # Cancel safety
+///
+/// Dropping it at any point leaves the drain wait and changes nothing else.
+#[must_use = "futures do nothing unless polled"]
+pub struct Drained<'a> {
+    bulkhead: &'a Bulkhead,
+    key: Option<WaitKey>,
+    done: bool,
+}
+
+impl<'a> Drained<'a> {
+    pub(crate) fn new(bulkhead: &'a Bulkhead) -> Self {
+        Drained { bulkhead, key: None, done: false }
+    }
+}
+
+impl Future for Drained<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        assert!(!this.done, "a bulkhead drained future was polled after it completed");
+        let sem = this.bulkhead.sem();
+        let drained = match this.key {
+            // Registered under the lock that completes drain waits: a drain either came
+            // before (seen here) or wakes this waker.
+            Some(key) => sem.poll_wait(key, Some(cx.waker())).is_some(),
+            None => match sem.wait_drained(Wake::task(cx.waker())) {
+                Some(key) => {
+                    this.key = Some(key);
+                    false
+                }
+                None => true,
+            },
+        };
+        if drained {
+            this.key = None;
+            this.done = true;
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for Drained<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            // A drain wait owns no permit: whatever it ended with, nothing is left to do.
+            let _ = self.bulkhead.sem().withdraw(key);
+        }
+    }
+}
+
+impl fmt::Debug for Drained<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Drained")
+            .field("waiting", &self.key.is_some())
+            .field("done", &self.done)
+            .finish()
+    }
+}

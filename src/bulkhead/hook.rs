@@ -1,0 +1,34 @@
+//! The hook a limit controller attaches to a bulkhead: how the face reaches an adaptive
+//! limit without knowing any algorithm (as it reaches listeners without knowing them).
+//!
+//! A bulkhead with a hook has its `OBSERVED` bit set, so its grants take the observed path,
+//! which asks the hook for the new permit's [`Mark`]; a marked permit's release calls the
+//! hook before the slot is released. A bulkhead without one pays nothing: the bit it
+//! already tests, and a zero mark.
+//!
+//! The hook is ours (`adaptive::Controller`), not user code; what it runs of the user's (a
+//! `LimitAlgorithm`, limit-change listeners) follows the adaptive module's rules.
+
+use core::any::Any;
+
+use crate::bulkhead::permit::Mark;
+use crate::bulkhead::Bulkhead;
+
+/// What the face asks of an attached limit controller.
+pub(crate) trait LimitHook: Any + Send + Sync {
+    /// A permit of `bulkhead` was just granted: its mark (sampled or not).
+    fn started(&self, bulkhead: &Bulkhead) -> Mark;
+
+    /// A sampled permit of `bulkhead` ends, before its slot is released.
+    fn finished(&self, bulkhead: &Bulkhead, mark: Mark);
+
+    /// The configured `max_concurrent_calls` became `cap` (under the config lock): move the
+    /// bounds. [`apply`](Self::apply) follows once the config lock is released.
+    fn cap_changed(&self, cap: usize);
+
+    /// Brings the engine's limit to the controller's (holding no lock of ours).
+    fn apply(&self, bulkhead: &Bulkhead);
+
+    /// For `Bulkhead::adaptive_limit`.
+    fn as_any(&self) -> &dyn Any;
+}

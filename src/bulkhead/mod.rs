@@ -1,0 +1,1100 @@
+//! The public bulkhead: a named limit on concurrent calls to one downstream system.
+
+mod blocking;
+pub(crate) mod config;
+pub(crate) mod error;
+mod fallible;
+pub(crate) mod future;
+pub(crate) mod hook;
+pub(crate) mod permit;
+
+use core::fmt;
+use core::future::Future;
+use core::time::Duration;
+use std::sync::Arc as StdArc;
+
+use crate::bulkhead::config::BulkheadConfig;
+use crate::bulkhead::error::BulkheadFull;
+use crate::bulkhead::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
+use crate::bulkhead::hook::LimitHook;
+use crate::bulkhead::permit::Mark;
+use crate::bulkhead::permit::OwnedPermit;
+use crate::bulkhead::permit::Permit;
+use crate::engine::state::{Semaphore, Word};
+use crate::engine::sync::{AtomicU64, AtomicUsize, Instant, Mutex, OnceLock, Ordering};
+use crate::observe::event::BulkheadEvent;
+use crate::observe::event::BulkheadEventKind;
+use crate::observe::metrics::BulkheadMetrics;
+use crate::observe::name::Name;
+use crate::observe::reason::RejectReason;
+use crate::observe::{bump_own, Cells, Counters, Listeners, Outcome};
+
+/// A `max_wait_duration` that does not fit in `u64` nanoseconds (584 years): unbounded.
+const UNBOUNDED_WAIT: u64 = u64::MAX;
+/// A `max_waiting_calls` of `None`.
+const NO_WAITER_CAP: usize = usize::MAX;
+
+/// What an observed call did, for the cold observing path.
+#[derive(Clone, Copy)]
+enum Observed {
+    Permitted,
+    Rejected(RejectReason),
+    Finished,
+}
+
+/// Caps how many calls to one external system may be in flight at once, and refuses the
+/// next one at once (or after a short, bounded wait).
+///
+/// The protected call runs on the caller's own thread or task ([`call`](Self::call),
+/// [`call_async`](Self::call_async), or a [`Permit`] held around it), so thread-locals and
+/// tracing spans stay visible. Share a bulkhead by reference or in an [`Arc`](std::sync::Arc).
+///
+/// # Examples
+///
+/// ```
+/// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+///
+/// // A pool of 20 connections: admit 16 calls, wait at most 100 ms for a slot.
+/// let bank = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+///
+/// let balance = bank.call(|| 42)?; // runs on this thread, permit released on return
+/// assert_eq!(balance, 42);
+///
+/// let held: Vec<_> = (0..16).map(|_| bank.try_acquire().unwrap()).collect();
+/// let refused = bank.try_acquire().unwrap_err();
+/// assert_eq!(refused.reason(), RejectReason::Full);
+/// drop(held);
+/// assert_eq!(bank.metrics().available_concurrent_calls(), 16);
+/// # Ok::<(), bulkhead::BulkheadFull>(())
+/// ```
+pub struct Bulkhead {
+    sem: Semaphore,
+    name: Name,
+    /// `max_wait_duration` in nanoseconds, `UNBOUNDED_WAIT` if it does not fit.
+    max_wait_nanos: AtomicU64,
+    /// `max_waiting_calls`, `NO_WAITER_CAP` for `None`.
+    max_waiting: AtomicUsize,
+    /// The current configuration; the lock also serializes `change_config` calls.
+    config: Mutex<BulkheadConfig>,
+    /// Registered listeners: an append-only chain, walked without a lock.
+    listeners: Listeners,
+    /// Call counters and the wait histogram, once [`enable_counters`](Self::enable_counters)
+    /// was called.
+    counters: OnceLock<Box<Counters>>,
+    /// A limit controller, once one was attached (`adaptive::AdaptiveLimit`): it samples
+    /// permits as they are granted and learns from them as they end.
+    hook: OnceLock<Box<dyn LimitHook>>,
+}
+
+impl Bulkhead {
+    /// Creates a bulkhead named `name` with `config`.
+    ///
+    /// Errors and events carry the name without allocating: a name of up to 31 bytes is
+    /// copied into them, and its memory is freed with the bulkhead and the last error or
+    /// event that carries it. A longer name is interned once for the life of the process,
+    /// up to 1 MiB and 16 384 such names in all; past that cap a new long name is shortened
+    /// to its first 28 bytes or so and `…` (memory stays bounded whatever the names).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("payment-gateway", BulkheadConfig::default());
+    /// assert_eq!(bulkhead.name(), "payment-gateway");
+    /// ```
+    pub fn new(name: impl Into<String>, config: BulkheadConfig) -> Bulkhead {
+        let bulkhead = Bulkhead {
+            sem: Semaphore::new(config.max_concurrent_calls()),
+            name: Name::new(name.into()),
+            max_wait_nanos: AtomicU64::new(UNBOUNDED_WAIT),
+            max_waiting: AtomicUsize::new(NO_WAITER_CAP),
+            config: Mutex::new(config.clone()),
+            listeners: Listeners::new(),
+            counters: OnceLock::new(),
+            hook: OnceLock::new(),
+        };
+        bulkhead.store_wait_settings(&config);
+        // The `tracing` feature does not set the observed flag: the paths it logs (a
+        // refusal, a wait) ask `trace::interested()` next to the flag, one load of
+        // tracing's global max level, so with no subscriber they stay unobserved.
+        bulkhead
+    }
+
+    /// The bulkhead's name.
+    ///
+    /// ```
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// assert_eq!(Bulkhead::new("bank", BulkheadConfig::default()).name(), "bank");
+    /// ```
+    pub fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    /// The current configuration.
+    ///
+    /// ```
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// assert_eq!(bulkhead.config(), BulkheadConfig::for_pool(20));
+    /// ```
+    pub fn config(&self) -> BulkheadConfig {
+        self.config.lock().clone()
+    }
+
+    /// Replaces the configuration at run time. Never waits for a permit.
+    ///
+    /// Growing the limit admits queued waiters at once, oldest first. Shrinking never revokes
+    /// a permit: calls in flight finish, and new calls are admitted only once the calls in
+    /// flight are below the new limit. [`metrics`](Self::metrics) reports the new limit at
+    /// once. A new max wait or waiter cap applies to waits that start afterwards.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(2).build()?);
+    /// let a = bulkhead.try_acquire().unwrap();
+    /// let b = bulkhead.try_acquire().unwrap();
+    /// bulkhead.change_config(BulkheadConfig::builder().max_concurrent_calls(1).build()?);
+    /// assert_eq!(bulkhead.metrics().max_allowed_concurrent_calls(), 1);
+    /// assert_eq!(bulkhead.metrics().available_concurrent_calls(), 0);
+    /// drop(a);
+    /// assert!(bulkhead.try_acquire().is_err()); // still 1 in flight: the debt is paid first
+    /// drop(b);
+    /// assert!(bulkhead.try_acquire().is_ok());
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    pub fn change_config(&self, config: BulkheadConfig) {
+        let mut current = self.config.lock();
+        // Wait settings first: the limit CAS (Release) then publishes them to callers it admits.
+        self.store_wait_settings(&config);
+        if let Some(hook) = self.hook.get() {
+            // The configured limit is the controller's cap: it moves its bounds (under the
+            // config lock, so caps reach it in the config's order) and applies its limit
+            // after the lock.
+            hook.cap_changed(config.max_concurrent_calls());
+            *current = config;
+            drop(current);
+            hook.apply(self);
+            return;
+        }
+        let serve = self.sem.set_limit(config.max_concurrent_calls());
+        *current = config;
+        drop(current);
+        // Queued callers the new permits admit are granted and woken after the config lock
+        // is released: their wakers may call back into this bulkhead (`config`,
+        // `change_config`).
+        if serve {
+            self.sem.serve_waiters();
+        }
+    }
+
+    fn store_wait_settings(&self, config: &BulkheadConfig) {
+        let nanos = u64::try_from(config.max_wait_duration().as_nanos()).unwrap_or(UNBOUNDED_WAIT);
+        // Ordering: Relaxed — an independent setting; a wait starting concurrently with a
+        // change may use the old or the new value, as documented.
+        self.max_wait_nanos.store(nanos, Ordering::Relaxed);
+        // Ordering: Relaxed — as above.
+        self.max_waiting
+            .store(config.max_waiting_calls().unwrap_or(NO_WAITER_CAP), Ordering::Relaxed);
+    }
+
+    /// The configured max wait.
+    #[inline]
+    pub(crate) fn max_wait(&self) -> Duration {
+        // Ordering: Relaxed — see `store_wait_settings`.
+        match self.max_wait_nanos.load(Ordering::Relaxed) {
+            UNBOUNDED_WAIT => Duration::MAX,
+            nanos => Duration::from_nanos(nanos),
+        }
+    }
+
+    /// Whether the configured max wait is zero (fail fast).
+    #[inline]
+    pub(crate) fn max_wait_is_zero(&self) -> bool {
+        // Ordering: Relaxed — see `store_wait_settings`.
+        self.max_wait_nanos.load(Ordering::Relaxed) == 0
+    }
+
+    /// The configured waiter cap.
+    pub(crate) fn max_waiting(&self) -> Option<usize> {
+        // Ordering: Relaxed — see `store_wait_settings`.
+        match self.max_waiting.load(Ordering::Relaxed) {
+            NO_WAITER_CAP => None,
+            n => Some(n),
+        }
+    }
+
+    /// Takes a permit if one is free. Never waits.
+    ///
+    /// A rejection costs one atomic load and allocates nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`RejectReason::Full`] when no permit is free for a newcomer: all are in use, or
+    /// callers are queued (a newcomer never overtakes a waiter). [`RejectReason::Closed`]
+    /// once [`close`](Self::close) ran.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(1).build()?);
+    /// let permit = bulkhead.try_acquire().expect("one slot is free");
+    /// assert!(bulkhead.try_acquire().is_err());
+    /// drop(permit);
+    /// assert!(bulkhead.try_acquire().is_ok());
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire(&self) -> Result<Permit<'_>, BulkheadFull> {
+        match self.sem.try_acquire() {
+            Ok(word) => Ok(Permit::new(self, self.permitted(word))),
+            Err(word) => Err(self.refuse(word)),
+        }
+    }
+
+    /// Takes a permit, waiting up to the configured `max_wait_duration` for one.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread for up to `max_wait_duration` when no permit is free (not at
+    /// all when it is zero). Do not call it from async code; use
+    /// [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Errors
+    ///
+    /// [`RejectReason::Full`] when the bulkhead is full and the max wait is zero;
+    /// [`RejectReason::TooManyWaiting`] when `max_waiting_calls` callers already wait;
+    /// [`RejectReason::WaitTimedOut`] when the max wait passed without a free permit;
+    /// [`RejectReason::Closed`] when the bulkhead is (or, while waiting, was) closed.
+    ///
+    /// # Panics
+    ///
+    /// If it would have to wait on a thread that is polling async tasks (a tokio worker, or
+    /// inside `block_on`), as tokio's own blocking calls do: that would stall every task on
+    /// the thread. Use [`acquire_async`](Self::acquire_async) there. Never panics when a
+    /// permit is free or the max wait is zero; blocking inside `spawn_blocking` is fine.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+    /// let config = BulkheadConfig::builder()
+    ///     .max_concurrent_calls(1)
+    ///     .max_wait_duration(Duration::from_millis(5))
+    ///     .build()?;
+    /// let bulkhead = Bulkhead::new("bank", config);
+    /// let _held = bulkhead.acquire().unwrap();
+    /// let err = bulkhead.acquire().unwrap_err();
+    /// assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+    /// assert!(err.waited() >= Duration::from_millis(5));
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn acquire(&self) -> Result<Permit<'_>, BulkheadFull> {
+        match self.sem.try_acquire() {
+            Ok(word) => Ok(Permit::new(self, self.permitted(word))),
+            // Fail fast without decoding the configured wait into a `Duration`.
+            Err(word) if word.is_closed() || self.max_wait_is_zero() => Err(self.refuse(word)),
+            Err(_) => self.wait_blocking(self.max_wait()).map(|mark| Permit::new(self, mark)),
+        }
+    }
+
+    /// Takes a permit, waiting up to `wait` (instead of the configured max wait) for one.
+    /// Sub-millisecond waits are honoured; a wait too long for the clock waits until a
+    /// permit frees.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread for up to `wait`. Robust to spurious wake-ups.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire), with `wait` as the max wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(1).build()?);
+    /// let _held = bulkhead.try_acquire().unwrap();
+    /// let err = bulkhead.acquire_timeout(Duration::from_micros(300)).unwrap_err();
+    /// assert!(err.waited() >= Duration::from_micros(300));
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn acquire_timeout(&self, wait: Duration) -> Result<Permit<'_>, BulkheadFull> {
+        self.acquire_raw(wait).map(|mark| Permit::new(self, mark))
+    }
+
+    /// Takes a permit as with `acquire_timeout`, without wrapping it in a guard.
+    #[inline]
+    fn acquire_raw(&self, wait: Duration) -> Result<Mark, BulkheadFull> {
+        match self.sem.try_acquire() {
+            Ok(word) => Ok(self.permitted(word)),
+            Err(word) if word.is_closed() || wait.is_zero() => Err(self.refuse(word)),
+            Err(_) => self.wait_blocking(wait),
+        }
+    }
+
+    /// Waits asynchronously for a permit, up to the configured `max_wait_duration`, on any
+    /// executor (tokio, smol, `futures::executor::block_on`, your own), with or without the
+    /// `tokio` feature.
+    ///
+    /// The bulkhead keeps the deadline itself: a queued wait stores it in its queue slot, and
+    /// the crate's deadline timer withdraws the waiter when it passes and wakes it (see
+    /// [`bulkhead::timer`](crate::engine::timer): one process-wide thread, started by the first
+    /// bounded wait that queues, parked while nothing waits with a bound; or a timer of your
+    /// own). No timer is armed per waiter. The wait ends no earlier than the max wait and
+    /// late only by the operating system's timed park (tens of microseconds on Linux; see the
+    /// README's waiting section for measured figures), not by a runtime's 1 ms tick. A
+    /// future that is not polled after its wake still holds no place in the queue.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. Dropping the future at any point loses nothing: a queued caller leaves
+    /// the queue, and a permit granted to a future that is dropped before it returns it goes
+    /// to the next waiter.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), bulkhead::BulkheadFull> {
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// let permit = bulkhead.acquire_async().await?;
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 1);
+    /// drop(permit);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_async(&self) -> Acquire<'_> {
+        Acquire::new(self)
+    }
+
+    /// Waits asynchronously for a permit up to the configured `max_wait_duration`, bounded
+    /// by a sleep future that `make_sleep` builds from that duration: works with any runtime.
+    ///
+    /// `make_sleep` is called only if the caller really has to wait (never when a permit is
+    /// free, nor when the max wait is zero or unbounded), and the sleep is boxed then.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); [`RejectReason::WaitTimedOut`] when the sleep completes
+    /// first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+    /// let config = BulkheadConfig::builder()
+    ///     .max_concurrent_calls(1)
+    ///     .max_wait_duration(Duration::from_secs(60))
+    ///     .build()?;
+    /// let bulkhead = Bulkhead::new("bank", config);
+    /// let _held = bulkhead.try_acquire().unwrap();
+    /// // A "sleep" that is already over: the wait times out on its first poll.
+    /// let err = futures::executor::block_on(
+    ///     bulkhead.acquire_async_with_sleep(|_wait| std::future::ready(())),
+    /// )
+    /// .unwrap_err();
+    /// assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    pub fn acquire_async_with_sleep<M, S>(&self, make_sleep: M) -> AcquireWithSleep<'_, M, S>
+    where
+        M: FnOnce(Duration) -> S,
+        S: Future<Output = ()>,
+    {
+        AcquireWithSleep::new(self, make_sleep)
+    }
+
+    /// Takes an owned permit if one is free. Never waits. The permit keeps the bulkhead
+    /// alive and can move to another task or thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::default()));
+    /// let permit = bulkhead.try_acquire_owned()?;
+    /// std::thread::spawn(move || drop(permit)).join().unwrap();
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 0);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn try_acquire_owned(self: &StdArc<Self>) -> Result<OwnedPermit, BulkheadFull> {
+        self.try_acquire().map(|permit| permit.into_owned(StdArc::clone(self)))
+    }
+
+    /// Takes an owned permit, waiting up to the configured `max_wait_duration`.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread as [`acquire`](Self::acquire) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+    /// let permit = bulkhead.acquire_owned()?;
+    /// assert_eq!(permit.bulkhead().name(), "bank");
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn acquire_owned(self: &StdArc<Self>) -> Result<OwnedPermit, BulkheadFull> {
+        self.acquire().map(|permit| permit.into_owned(StdArc::clone(self)))
+    }
+
+    /// Waits asynchronously for an owned permit, up to the configured `max_wait_duration`.
+    /// The future is `Send + 'static`, so it can be spawned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+    /// let task = tokio::spawn(bulkhead.acquire_owned_async());
+    /// let permit = task.await.unwrap().unwrap();
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 1);
+    /// drop(permit);
+    /// # }
+    /// ```
+    pub fn acquire_owned_async(self: &StdArc<Self>) -> AcquireOwned {
+        AcquireOwned::new(StdArc::clone(self))
+    }
+
+    /// Runs `f` on the calling thread under a permit, waiting for one up to the configured
+    /// `max_wait_duration`. The permit is released when `f` returns or unwinds (the panic
+    /// still propagates).
+    ///
+    /// # Blocking
+    ///
+    /// Blocks while waiting for a permit, as [`acquire`](Self::acquire) does, then for as
+    /// long as `f` runs.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); `f` is not run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// let answer = bulkhead.call(|| 6 * 7)?;
+    /// assert_eq!(answer, 42);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn call<T>(&self, f: impl FnOnce() -> T) -> Result<T, BulkheadFull> {
+        let _permit = self.acquire()?;
+        Ok(f())
+    }
+
+    /// Awaits `fut` in the calling task under a permit, waiting for one up to the configured
+    /// `max_wait_duration`. The permit is held until `fut` completes or this future is
+    /// dropped.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it while it waits leaves the queue; dropping it while `fut` runs
+    /// drops `fut` and releases the permit.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); `fut` is dropped without being polled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), bulkhead::BulkheadFull> {
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// let answer = bulkhead.call_async(async { 6 * 7 }).await?;
+    /// assert_eq!(answer, 42);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn call_async<F: Future>(&self, fut: F) -> Result<F::Output, BulkheadFull> {
+        let mut permit = self.acquire_async().await?;
+        // Dropped before `fut` completes, the call was cancelled (an adaptive limit learns
+        // nothing from it); completed, it succeeded.
+        crate::bulkhead::permit::Marked::unmarked_is_cancelled(&mut permit);
+        let output = fut.await;
+        crate::bulkhead::permit::Marked::set(
+            &mut permit,
+            crate::bulkhead::permit::Outcome::Success,
+        );
+        Ok(output)
+    }
+
+    /// Closes the bulkhead for a graceful shutdown: new calls are refused at once with
+    /// [`RejectReason::Closed`], every queued caller (sync or async) is woken and refused
+    /// with `Closed`, and calls in flight finish normally. Returns `true` if this call closed
+    /// it, `false` if it was already closed (closing twice is harmless).
+    ///
+    /// Closing is for good: a closed bulkhead never reopens, whatever
+    /// [`change_config`](Self::change_config) does. Build a new one to start again. Emits a
+    /// [`BulkheadEventKind::Closed`] event.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+    ///
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// let in_flight = bulkhead.try_acquire()?;
+    /// assert!(bulkhead.close());
+    /// assert!(!bulkhead.close(), "already closed");
+    /// assert_eq!(bulkhead.try_acquire().unwrap_err().reason(), RejectReason::Closed);
+    ///
+    /// // The call in flight finishes normally; then the bulkhead is drained.
+    /// assert!(!bulkhead.wait_drained(Duration::ZERO));
+    /// drop(in_flight);
+    /// assert!(bulkhead.wait_drained(Duration::from_secs(1)));
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn close(&self) -> bool {
+        let closed = self.sem.close();
+        if closed && !self.listeners.is_empty() {
+            self.emit(BulkheadEventKind::Closed);
+        }
+        closed
+    }
+
+    /// Whether [`close`](Self::close) ran.
+    ///
+    /// ```
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::default());
+    /// assert!(!bulkhead.is_closed());
+    /// bulkhead.close();
+    /// assert!(bulkhead.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.sem.load().is_closed()
+    }
+
+    /// Waits until the bulkhead is closed and no call is in flight, for at most `timeout`.
+    /// Returns `true` if it is drained, `false` if `timeout` passed first.
+    ///
+    /// It waits for [`close`](Self::close) too: call it after `close`, or on a thread that
+    /// waits for another to close the bulkhead.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread for up to `timeout`. In async code use
+    /// [`drained`](Self::drained).
+    ///
+    /// # Panics
+    ///
+    /// If it would have to wait on a thread that is polling async tasks, as
+    /// [`acquire`](Self::acquire) does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    ///
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+    /// let permit = bulkhead.try_acquire_owned()?;
+    /// let worker = std::thread::spawn(move || {
+    ///     std::thread::sleep(Duration::from_millis(10)); // the call in flight
+    ///     drop(permit);
+    /// });
+    /// bulkhead.close();
+    /// assert!(bulkhead.wait_drained(Duration::from_secs(10)));
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 0);
+    /// worker.join().unwrap();
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    #[must_use = "false means calls were still in flight when the timeout passed"]
+    pub fn wait_drained(&self, timeout: Duration) -> bool {
+        self.wait_drained_blocking(timeout)
+    }
+
+    /// Completes when the bulkhead is closed and no call is in flight: the async
+    /// [`wait_drained`](Self::wait_drained). Bound it with your runtime's timeout.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future leaves the drain wait and changes nothing else.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+    /// let call = tokio::spawn({
+    ///     let bulkhead = Arc::clone(&bulkhead);
+    ///     async move {
+    ///         bulkhead.call_async(tokio::time::sleep(Duration::from_millis(10))).await
+    ///     }
+    /// });
+    /// tokio::task::yield_now().await; // let the call start
+    /// bulkhead.close();
+    /// tokio::time::timeout(Duration::from_secs(10), bulkhead.drained()).await?;
+    /// call.await??; // admitted before the close, it finished normally
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn drained(&self) -> Drained<'_> {
+        Drained::new(self)
+    }
+
+    /// A snapshot of the bulkhead's counters.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// assert_eq!(bulkhead.metrics().available_concurrent_calls(), 16);
+    /// ```
+    pub fn metrics(&self) -> BulkheadMetrics {
+        let word = self.sem.load();
+        BulkheadMetrics {
+            available: usize::try_from(word.available()).unwrap_or(0),
+            max_allowed: word.limit(),
+            in_flight: word.in_flight(),
+            waiting: self.sem.waiting(),
+            closed: word.is_closed(),
+            counts: self.counters.get().map(|counters| counters.counts()),
+        }
+    }
+
+    /// Starts counting calls: permitted, rejected (per reason) and finished, plus the wait
+    /// histogram that the `metrics` feature exports. [`metrics`](Self::metrics) reports the
+    /// counts from then on. Idempotent; counting cannot be turned off.
+    ///
+    /// Counting costs a rejection or an acquire a few plain instructions, and never a lock
+    /// or a write to a cache line another thread writes: each thread counts in its own
+    /// cells, summed when read. Every call that starts after this returns is counted, its
+    /// end included; a permit taken before is not counted when it ends.
+    /// `bulkhead::metrics_export::register` calls it for you.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+    ///
+    /// let bank = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(1).build()?);
+    /// assert!(!bank.metrics().is_counting());
+    /// bank.enable_counters();
+    /// let permit = bank.try_acquire().unwrap();
+    /// assert!(bank.try_acquire().is_err());
+    /// drop(permit);
+    /// let m = bank.metrics();
+    /// assert_eq!(m.calls_permitted(), 1);
+    /// assert_eq!(m.calls_rejected(RejectReason::Full), 1);
+    /// assert_eq!(m.calls_finished(), 1);
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    pub fn enable_counters(&self) {
+        self.counters.get_or_init(|| Box::new(Counters::new()));
+        self.sem.set_observed();
+    }
+
+    /// The counters, if enabled: for the metrics exporter.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn counters(&self) -> Option<&Counters> {
+        self.counters.get().map(|counters| &**counters)
+    }
+
+    /// Registers a listener called for every event from now on, on the thread where the
+    /// event happens; keep them cheap. The returned handle removes it.
+    ///
+    /// With no listener registered (and no counters, and without the `tracing` feature),
+    /// events cost the hot paths nothing: whether to emit is a bit of the state word those
+    /// paths already read. Emitting takes no lock and writes no reference count: listeners
+    /// form an append-only chain, walked with one load per listener. A listener that panics
+    /// is caught and ignored (the next one still runs); it never loses or duplicates a
+    /// permit.
+    ///
+    /// Registration is safe while other threads emit: every event of a call that starts
+    /// after `on_event` returns reaches the new listener; events of calls concurrent with
+    /// the registration may or may not. A call is observed whole: its `CallFinished` is
+    /// emitted only if its permit was granted while anyone observed (a permit taken before
+    /// the first listener or counter ends unreported), so counts of permitted and finished
+    /// calls agree. The returned [`ListenerHandle`](crate::ListenerHandle)
+    /// removes the listener ([`remove`](crate::ListenerHandle::remove)); dropping it keeps
+    /// the listener.
+    ///
+    /// Events are emitted just after the state change they report, without a lock, so
+    /// listeners running on different threads may see them out of order: a waiter handed a
+    /// released permit can emit its `CallPermitted` before the releaser's `CallFinished`.
+    /// Counters stay exact; a "permitted minus finished" difference may briefly exceed the
+    /// limit by the number of hand-offs in progress. Read gauges from
+    /// [`metrics`](Self::metrics) instead, and for counts prefer
+    /// [`enable_counters`](Self::enable_counters), which is cheaper than a counting listener.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, BulkheadEventKind};
+    ///
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(0).build()?);
+    /// let rejected = Arc::new(AtomicUsize::new(0));
+    /// let counter = Arc::clone(&rejected);
+    /// bulkhead.on_event(move |event| {
+    ///     if let BulkheadEventKind::CallRejected(_) = event.kind() {
+    ///         counter.fetch_add(1, Ordering::Relaxed);
+    ///     }
+    /// });
+    /// assert!(bulkhead.try_acquire().is_err());
+    /// assert_eq!(rejected.load(Ordering::Relaxed), 1);
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    pub fn on_event(
+        &self,
+        listener: impl Fn(&BulkheadEvent) + Send + Sync + 'static,
+    ) -> crate::ListenerHandle {
+        let active = StdArc::new(crate::engine::sync::AtomicBool::new(true));
+        self.listeners.push(Box::new(listener), StdArc::clone(&active));
+        self.sem.set_observed();
+        crate::ListenerHandle { active }
+    }
+
+    /// Bookkeeping for a permit granted without waiting: counted, `CallPermitted`, if
+    /// anyone observes.
+    #[inline]
+    pub(crate) fn permitted(&self, word: Word) -> Mark {
+        if word.is_observed() {
+            self.observe_permitted();
+            self.start_mark()
+        } else {
+            Mark::NONE
+        }
+    }
+
+    /// Bookkeeping for a permit granted on the slow path, after a wait that started at
+    /// `start`: as [`permitted`](Self::permitted), and the wait is recorded. `start` is
+    /// `None` only for an unbounded async wait that began unobserved (it never read the
+    /// clock): counted, not timed.
+    #[inline]
+    pub(crate) fn permitted_after(&self, word: Word, start: Option<Instant>) -> Mark {
+        if word.is_observed() || crate::observe::trace::interested() {
+            self.observe_permitted_after(start)
+        } else {
+            Mark::NONE
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn observe_permitted_after(&self, start: Option<Instant>) -> Mark {
+        self.observe_permitted();
+        if let Some(start) = start {
+            self.observe_wait(Outcome::Permitted, self.sem.clock.since(start));
+        }
+        self.start_mark()
+    }
+
+    /// Builds the rejection error (allocation-free); counts it and emits `CallRejected`, if
+    /// anyone observes.
+    #[inline]
+    pub(crate) fn reject(
+        &self,
+        word: Word,
+        reason: RejectReason,
+        waited: Duration,
+    ) -> BulkheadFull {
+        if word.is_observed() || crate::observe::trace::interested() {
+            // `waited` is a constant zero on the fast paths: this folds away there.
+            if waited.is_zero() {
+                self.observe_rejected(reason);
+            } else {
+                self.observe_rejected_after(reason, waited);
+            }
+        }
+        BulkheadFull::new(self.name, word.limit(), reason, waited)
+    }
+
+    /// The refusal of a caller that found no free permit and may not wait: `Closed` if the
+    /// word says so, `Full` otherwise. Decoded from the word the caller already read.
+    #[inline]
+    pub(crate) fn refuse(&self, word: Word) -> BulkheadFull {
+        let reason = if word.is_closed() { RejectReason::Closed } else { RejectReason::Full };
+        self.reject(word, reason, Duration::ZERO)
+    }
+
+    /// As [`refuse`](Self::refuse), for a caller that already found nobody observing (and
+    /// may hold a lock of its own): builds the error and notifies no one, so no listener
+    /// or `tracing` subscriber can run under the caller's lock, however the observers
+    /// changed since it looked.
+    #[inline]
+    pub(crate) fn refuse_unobserved(&self, word: Word) -> BulkheadFull {
+        let reason = if word.is_closed() { RejectReason::Closed } else { RejectReason::Full };
+        BulkheadFull::new(self.name, word.limit(), reason, Duration::ZERO)
+    }
+
+    /// Returns a permit held by a guard; counts it and emits `CallFinished`, if anyone
+    /// observes.
+    ///
+    /// A permit granted while anyone observed, sampled by a limit controller, or marked with
+    /// an outcome goes to [`release_marked`](Self::release_marked): the release of a permit
+    /// granted unobserved (mark zero) tests nothing but the word's waiter flag.
+    #[inline]
+    pub(crate) fn release_permit(&self, mark: Mark) {
+        if mark.is_set() {
+            if mark.is_sampled() {
+                return self.release_sampled(mark);
+            }
+            // A mark set only by an outcome (an unobserved bulkhead's `fail()`) tells no one.
+            if self.sem.release().is_observed() && mark.is_observed() {
+                self.observe_finished();
+            }
+            return;
+        }
+        self.sem.release();
+    }
+
+    /// Releases a marked permit: the controller learns from a sampled one *before* the slot
+    /// is released, so that when the sample shrinks the limit this permit pays the new debt
+    /// instead of being handed to a queued caller under the old limit. (Released first,
+    /// every completion of a slow phase re-admitted a waiter before the limit dropped:
+    /// adapting took a whole extra latency; see benches/results/adaptive.md.)
+    #[cold]
+    #[inline(never)]
+    fn release_sampled(&self, mark: Mark) {
+        if let Some(hook) = self.hook.get() {
+            hook.finished(self, mark);
+        }
+        self.sem.release();
+        self.observe_finished();
+    }
+
+    /// Attaches `hook`, once: later permits are sampled by it. `false` if one is attached.
+    pub(crate) fn attach_hook(&self, hook: Box<dyn LimitHook>) -> bool {
+        if self.hook.set(hook).is_err() {
+            return false;
+        }
+        // Published by the `OnceLock` (Release/Acquire); the flag sends later grants to it.
+        self.sem.set_observed();
+        true
+    }
+
+    /// The attached limit controller, if any.
+    pub(crate) fn hook(&self) -> Option<&dyn LimitHook> {
+        self.hook.get().map(|hook| &**hook)
+    }
+
+    /// Sets the engine's limit (a controller's decision), never waiting, and serves queued
+    /// callers the new permits admit. Call it holding no lock: serving wakes waiters.
+    pub(crate) fn set_engine_limit(&self, limit: usize) {
+        if self.sem.set_limit(limit) {
+            self.sem.serve_waiters();
+        }
+    }
+
+    // The observed paths: out of line and `#[cold]`, so the unobserved fast paths keep
+    // their code and register allocation. Measured (callgrind, benches/callgrind.rs):
+    // without `cold`, the callers kept `self` in a callee-saved register for the call, and
+    // the unobserved `call` cost 44 instructions instead of 41 (`try_acquire_owned` reject
+    // 37 instead of 35); with it, the instrumented reject costs 51 instead of 43, and
+    // acquire + release 95 instead of 78. The unobserved counts come first. The hot case (counters on, this thread's cells inline, nobody else to
+    // tell) is a thread-local read, a bounds check, an increment and the listener check;
+    // every call it makes is a tail call, so it needs no stack frame. Everything else
+    // (taking a slot, a bucket, listeners, tracing) is in cold functions.
+
+    #[cold]
+    #[inline(never)]
+    fn observe_permitted(&self) {
+        if let Some(counters) = self.counters.get() {
+            match counters.inline_cells() {
+                Some(cells) => bump_own(&cells.permitted),
+                None => return self.observe_slow(Observed::Permitted),
+            }
+        }
+        if !self.listeners.is_empty() {
+            self.emit(BulkheadEventKind::CallPermitted);
+        }
+    }
+
+    /// The mark of a permit just granted while observed: the controller's, if one is
+    /// attached (never zero: an observed permit's release is observed too).
+    #[inline]
+    fn start_mark(&self) -> Mark {
+        match self.hook.get() {
+            Some(hook) => self.hook_started(&**hook),
+            None => Mark::OBSERVED,
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn hook_started(&self, hook: &dyn LimitHook) -> Mark {
+        hook.started(self)
+    }
+
+    /// A refusal that waited zero (the fast paths, `TooManyWaiting`).
+    #[cold]
+    #[inline(never)]
+    fn observe_rejected(&self, reason: RejectReason) {
+        if let Some(counters) = self.counters.get() {
+            match counters.inline_cells() {
+                Some(cells) => bump_own(&cells.rejected[reason.index()]),
+                None => return self.observe_slow(Observed::Rejected(reason)),
+            }
+        }
+        if !self.listeners.is_empty() || crate::observe::trace::interested() {
+            self.tell(BulkheadEventKind::CallRejected(reason));
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn observe_finished(&self) {
+        if let Some(counters) = self.counters.get() {
+            match counters.inline_cells() {
+                Some(cells) => bump_own(&cells.finished),
+                None => return self.observe_slow(Observed::Finished),
+            }
+        }
+        if !self.listeners.is_empty() {
+            self.emit(BulkheadEventKind::CallFinished);
+        }
+    }
+
+    /// Counting that the hot case does not cover (this thread has no slot yet, a bucket
+    /// slot, thread-local teardown), then the listeners and tracing.
+    #[cold]
+    #[inline(never)]
+    fn observe_slow(&self, what: Observed) {
+        let kind = match what {
+            Observed::Permitted => {
+                self.count(|cells| &cells.permitted);
+                BulkheadEventKind::CallPermitted
+            }
+            Observed::Rejected(reason) => {
+                self.count(|cells| &cells.rejected[reason.index()]);
+                BulkheadEventKind::CallRejected(reason)
+            }
+            Observed::Finished => {
+                self.count(|cells| &cells.finished);
+                BulkheadEventKind::CallFinished
+            }
+        };
+        self.tell(kind);
+    }
+
+    /// Tells the listeners and, for a refusal, tracing.
+    #[cold]
+    #[inline(never)]
+    fn tell(&self, kind: BulkheadEventKind) {
+        if !self.listeners.is_empty() {
+            self.emit(kind);
+        }
+        #[cfg(feature = "tracing")]
+        if let BulkheadEventKind::CallRejected(reason) = kind {
+            crate::observe::trace::rejected(self.name.as_str(), reason, Duration::ZERO);
+        }
+    }
+
+    /// A refusal after a wait (`WaitTimedOut`): counted, timed, told.
+    #[cold]
+    #[inline(never)]
+    fn observe_rejected_after(&self, reason: RejectReason, waited: Duration) {
+        self.count(|cells| &cells.rejected[reason.index()]);
+        self.observe_wait(Outcome::Rejected, waited);
+        if !self.listeners.is_empty() {
+            self.emit(BulkheadEventKind::CallRejected(reason));
+        }
+        #[cfg(feature = "tracing")]
+        crate::observe::trace::rejected(self.name.as_str(), reason, waited);
+    }
+
+    /// Counts in this thread's cell, wherever it is, if counting is on.
+    #[cold]
+    #[inline(never)]
+    fn count(&self, pick: impl Fn(&Cells) -> &AtomicU64) {
+        if let Some(counters) = self.counters.get() {
+            counters.bump(pick);
+        }
+    }
+
+    /// A wait on the slow path, granted or refused.
+    #[cold]
+    fn observe_wait(&self, outcome: Outcome, waited: Duration) {
+        if let Some(counters) = self.counters.get() {
+            counters.waited(outcome, waited);
+        }
+        #[cfg(feature = "tracing")]
+        if outcome == Outcome::Permitted {
+            crate::observe::trace::waited(self.name.as_str(), waited);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn emit(&self, kind: BulkheadEventKind) {
+        self.listeners.emit(&BulkheadEvent::new(self.name, kind));
+    }
+
+    pub(crate) fn sem(&self) -> &Semaphore {
+        &self.sem
+    }
+
+    /// Moves the execution's model clock to `to` nanoseconds and wakes timed waiters.
+    #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
+    #[doc(hidden)]
+    #[deprecated(note = "the model clock is shared by every bulkhead of an execution: use \
+                         `bulkhead::model::advance_to(Duration::from_nanos(to))`")]
+    pub fn model_advance_clock(&self, to: u64) {
+        self.sem.clock.advance(to);
+    }
+}
+
+impl fmt::Debug for Bulkhead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let metrics = self.metrics();
+        f.debug_struct("Bulkhead")
+            .field("name", &self.name)
+            .field("max_concurrent_calls", &metrics.max_allowed)
+            .field("available", &metrics.available)
+            .finish()
+    }
+}

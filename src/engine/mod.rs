@@ -1,0 +1,24 @@
+//! The engine: the lock-free semaphore every bulkhead runs on. It knows permits, waiters
+//! and deadlines, nothing of names, configurations, observers or algorithms; every other
+//! layer stands on it, and it imports none of them.
+//!
+//! | file | what it holds |
+//! |------|---------------|
+//! | `state.rs` | the state word, the FIFO waiter queue, the grant/withdraw protocol (start here: its docs are the invariants) |
+//! | `sync.rs` | the only file that names atomics, locks, parkers and the clock: std's, or loom's and shuttle's under their cfgs |
+//! | `timer.rs` | the process-wide deadline timer of bounded async waits (public: `bulkhead::timer`) |
+//! | `model.rs` | the model clock for users who model-check their own code (public under the cfgs: `bulkhead::model`) |
+//!
+//! The layers above, lowest first: [`observe`](crate::observe) (counters, listeners,
+//! events, the refusal reason, names), [`bulkhead`](crate::bulkhead) (the face: `Bulkhead`,
+//! its configuration, permits, futures, errors, the limit hook), then
+//! [`keyed`](crate::keyed) and [`adaptive`](crate::adaptive), then
+//! [`registry`](crate::registry), then [`integrations`](crate::integrations). No file
+//! imports from a layer above its own.
+
+#[cfg(any(bulkhead_loom, bulkhead_shuttle))]
+#[cfg_attr(docsrs, doc(cfg(any(bulkhead_loom, bulkhead_shuttle))))]
+pub mod model;
+pub(crate) mod state;
+pub(crate) mod sync;
+pub mod timer;

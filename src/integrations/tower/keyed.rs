@@ -1,0 +1,303 @@
+//! A bulkhead per key as tower middleware (features `tower`): the key is extracted from each
+//! request (a tenant header, the target host, the route).
+
+use core::fmt;
+use core::future::Future;
+use core::hash::{BuildHasher, Hash};
+use core::mem;
+use core::pin::Pin;
+use core::task::{ready, Context, Poll};
+use std::collections::hash_map::RandomState;
+use std::sync::Arc;
+
+use pin_project_lite::pin_project;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::bulkhead::future::AcquireOwned;
+use crate::bulkhead::permit::OwnedPermit;
+use crate::integrations::tower::{BoxError, Guarded};
+use crate::keyed::{KeyedBulkhead, KeyedFull};
+
+/// Guards a client service with a [`KeyedBulkhead`]: each request takes a slot of the key
+/// `key_of(&request)` (and of the total) when its response future is first polled, holds it
+/// until that future completes or is dropped, and fails with a
+/// [`KeyedFull`] boxed in a [`BoxError`] when refused. As with
+/// [`BulkheadLayer`](crate::integrations::tower::BulkheadLayer), `poll_ready` reserves nothing.
+///
+/// Its response future, [`KeyedResponseFuture`], is a named type, as
+/// [`BulkheadLayer`](crate::integrations::tower::BulkheadLayer)'s is: no allocation per request. The key's
+/// bulkhead is looked up (created if new) when the service is called.
+///
+/// `H` is the keyed bulkhead's hasher ([`KeyedBulkheadBuilder::hasher`](crate::keyed::KeyedBulkheadBuilder::hasher)),
+/// std's `RandomState` by default.
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use std::sync::Arc;
+/// use bulkhead::{BulkheadConfig, keyed::{KeyedBulkhead, KeyedFull}, tower::KeyedBulkheadLayer};
+/// use tower::{service_fn, ServiceBuilder, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), bulkhead::tower::BoxError> {
+/// // Requests are (tenant, payload); at most one call in flight per tenant.
+/// let tenants = Arc::new(
+///     KeyedBulkhead::<String>::builder("api")
+///         .default_config(BulkheadConfig::builder().max_concurrent_calls(1).build()?)
+///         .build()?,
+/// );
+/// let layer = KeyedBulkheadLayer::new(Arc::clone(&tenants), |req: &(String, u32)| req.0.clone());
+/// let client = ServiceBuilder::new()
+///     .layer(layer)
+///     .service(service_fn(|req: (String, u32)| async move { Ok::<_, Infallible>(req.1) }));
+/// assert_eq!(client.clone().oneshot(("acme".to_owned(), 7)).await?, 7);
+///
+/// // acme busy: its next request is refused, another tenant's goes through.
+/// let _busy = tenants.try_acquire(&"acme".to_owned())?;
+/// let err = client.clone().oneshot(("acme".to_owned(), 8)).await.unwrap_err();
+/// assert!(matches!(err.downcast_ref::<KeyedFull>(), Some(KeyedFull::Key(_))));
+/// assert_eq!(client.oneshot(("globex".to_owned(), 9)).await?, 9);
+/// # Ok(())
+/// # }
+/// ```
+pub struct KeyedBulkheadLayer<K, F, H = RandomState> {
+    keyed: Arc<KeyedBulkhead<K, H>>,
+    key_of: Arc<F>,
+}
+
+impl<K, F, H> KeyedBulkheadLayer<K, F, H> {
+    /// A layer that guards calls with `keyed`, keyed by `key_of(&request)`.
+    pub fn new(keyed: Arc<KeyedBulkhead<K, H>>, key_of: F) -> Self {
+        KeyedBulkheadLayer { keyed, key_of: Arc::new(key_of) }
+    }
+
+    /// The keyed bulkhead.
+    pub fn keyed(&self) -> &Arc<KeyedBulkhead<K, H>> {
+        &self.keyed
+    }
+}
+
+impl<K, F, H> Clone for KeyedBulkheadLayer<K, F, H> {
+    fn clone(&self) -> Self {
+        KeyedBulkheadLayer { keyed: Arc::clone(&self.keyed), key_of: Arc::clone(&self.key_of) }
+    }
+}
+
+impl<K, F, H> fmt::Debug for KeyedBulkheadLayer<K, F, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBulkheadLayer").field("name", &self.keyed.name()).finish()
+    }
+}
+
+impl<S, K, F, H> Layer<S> for KeyedBulkheadLayer<K, F, H> {
+    type Service = KeyedBulkheadService<S, K, F, H>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        KeyedBulkheadService {
+            inner,
+            keyed: Arc::clone(&self.keyed),
+            key_of: Arc::clone(&self.key_of),
+        }
+    }
+}
+
+/// A client service guarded by a [`KeyedBulkhead`]; built by [`KeyedBulkheadLayer`].
+pub struct KeyedBulkheadService<S, K, F, H = RandomState> {
+    inner: S,
+    keyed: Arc<KeyedBulkhead<K, H>>,
+    key_of: Arc<F>,
+}
+
+impl<S: Clone, K, F, H> Clone for KeyedBulkheadService<S, K, F, H> {
+    fn clone(&self) -> Self {
+        KeyedBulkheadService {
+            inner: self.inner.clone(),
+            keyed: Arc::clone(&self.keyed),
+            key_of: Arc::clone(&self.key_of),
+        }
+    }
+}
+
+impl<S, K, F, H> fmt::Debug for KeyedBulkheadService<S, K, F, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBulkheadService")
+            .field("name", &self.keyed.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, K, F, H, Req> Service<Req> for KeyedBulkheadService<S, K, F, H>
+where
+    S: Service<Req> + Clone,
+    S::Error: Into<BoxError>,
+    K: Eq + Hash + Clone + fmt::Display,
+    F: Fn(&Req) -> K,
+    H: BuildHasher,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = KeyedResponseFuture<S, Req>;
+
+    /// The inner service's readiness. No slot is reserved here.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let key = (self.key_of)(&request);
+        // The instance driven to readiness serves this request; its clone takes its place.
+        let clone = self.inner.clone();
+        let service = mem::replace(&mut self.inner, clone);
+        let state = match self.keyed.bulkhead_for(&key) {
+            Ok(bulkhead) => KeyedState::Key {
+                acquire: bulkhead.acquire_owned_async(),
+                total: self.keyed.total_arc().cloned(),
+                service: Some(service),
+                request: Some(request),
+            },
+            Err(refused) => KeyedState::Refused { refused: Some(refused) },
+        };
+        KeyedResponseFuture { state }
+    }
+}
+
+pin_project! {
+    /// The response future of [`KeyedBulkheadService`]: takes a slot of the request's key,
+    /// then one of the total (each waiting up to its bulkhead's max wait), then calls the
+    /// inner service and holds both slots until the response is there. A refusal is a
+    /// [`KeyedFull`] in the [`BoxError`]; when the total refuses, the key's slot is released
+    /// before the error is returned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it at any point releases what it holds: a queued wait leaves its queue, the
+    /// slots taken are released, and the inner call (if made) is dropped.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct KeyedResponseFuture<S, Req>
+    where
+        S: Service<Req>,
+    {
+        #[pin]
+        state: KeyedState<S, Req, S::Future>,
+    }
+}
+
+pin_project! {
+    #[project = KeyedStateProj]
+    enum KeyedState<S, Req, Fut> {
+        // The key's bulkhead refused at look-up (too many keys, no fallback key).
+        Refused {
+            refused: Option<KeyedFull>,
+        },
+        Key {
+            #[pin]
+            acquire: AcquireOwned,
+            total: Option<Arc<crate::Bulkhead>>,
+            service: Option<S>,
+            request: Option<Req>,
+        },
+        Total {
+            #[pin]
+            acquire: AcquireOwned,
+            key_permit: Option<OwnedPermit>,
+            service: Option<S>,
+            request: Option<Req>,
+        },
+        Running {
+            // The key's slot and the total's, dropped in that order (as `KeyedPermit`'s).
+            #[pin]
+            call: Guarded<Fut, (OwnedPermit, Option<OwnedPermit>)>,
+        },
+        Done,
+    }
+}
+
+impl<S, Req> Future for KeyedResponseFuture<S, Req>
+where
+    S: Service<Req>,
+    S::Error: Into<BoxError>,
+{
+    type Output = Result<S::Response, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                KeyedStateProj::Refused { refused } => {
+                    let refused = refused.take().expect("a refusal is reported once");
+                    this.state.set(KeyedState::Done);
+                    return Poll::Ready(Err(Box::new(refused)));
+                }
+                KeyedStateProj::Key { acquire, total, service, request } => {
+                    let key_permit = match ready!(acquire.poll(cx)) {
+                        Ok(permit) => permit,
+                        Err(full) => {
+                            this.state.set(KeyedState::Done);
+                            return Poll::Ready(Err(Box::new(KeyedFull::Key(full))));
+                        }
+                    };
+                    let (service, request) = (service.take(), request.take());
+                    let next = match total.take() {
+                        Some(total) => KeyedState::Total {
+                            acquire: total.acquire_owned_async(),
+                            key_permit: Some(key_permit),
+                            service,
+                            request,
+                        },
+                        None => KeyedState::Running {
+                            call: Guarded::call(service, request, (key_permit, None)),
+                        },
+                    };
+                    this.state.set(next);
+                }
+                KeyedStateProj::Total { acquire, key_permit, service, request } => {
+                    let acquired = ready!(acquire.poll(cx));
+                    let key_permit = key_permit.take().expect("the key's slot is held");
+                    let next = match acquired {
+                        Ok(total) => KeyedState::Running {
+                            call: Guarded::call(
+                                service.take(),
+                                request.take(),
+                                (key_permit, Some(total)),
+                            ),
+                        },
+                        Err(full) => {
+                            // The total refused: give the key's slot back first, so no slot
+                            // of either level is held once the error is returned.
+                            drop(key_permit);
+                            this.state.set(KeyedState::Done);
+                            return Poll::Ready(Err(Box::new(KeyedFull::Total(full))));
+                        }
+                    };
+                    this.state.set(next);
+                }
+                KeyedStateProj::Running { call } => {
+                    let output = ready!(call.poll(cx));
+                    this.state.set(KeyedState::Done);
+                    return Poll::Ready(output);
+                }
+                KeyedStateProj::Done => {
+                    panic!("a keyed bulkhead ResponseFuture was polled after it completed")
+                }
+            }
+        }
+    }
+}
+
+impl<S, Req> fmt::Debug for KeyedResponseFuture<S, Req>
+where
+    S: Service<Req>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            KeyedState::Refused { .. } => "refused",
+            KeyedState::Key { .. } => "acquiring key",
+            KeyedState::Total { .. } => "acquiring total",
+            KeyedState::Running { .. } => "running",
+            KeyedState::Done => "done",
+        };
+        f.debug_struct("KeyedResponseFuture").field("state", &state).finish()
+    }
+}

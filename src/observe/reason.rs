@@ -1,0 +1,74 @@
+//! Why a call was refused: what the refusal error, the events, the counters and `tracing`
+//! all report.
+
+use core::fmt;
+
+/// Why a call was refused.
+///
+/// ```
+/// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+/// let bulkhead = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(0).build()?);
+/// assert_eq!(bulkhead.try_acquire().unwrap_err().reason(), RejectReason::Full);
+/// # Ok::<(), bulkhead::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// No slot was free and the caller was not allowed to wait (max wait zero, or
+    /// `try_acquire`).
+    Full,
+    /// The caller waited its whole max wait and no slot freed.
+    WaitTimedOut,
+    /// No slot was free and `max_waiting_calls` callers were already waiting.
+    TooManyWaiting,
+    /// The bulkhead was closed ([`Bulkhead::close`](crate::Bulkhead::close)): it refuses
+    /// every call, and refused this caller while it waited, if it did.
+    Closed,
+}
+
+impl RejectReason {
+    /// Every reason, in declaration order: `ALL[r.index()] == r`. Per-reason counters are
+    /// arrays of this length, so a new reason is one more entry here (and its label below).
+    pub(crate) const ALL: [RejectReason; 4] = [
+        RejectReason::Full,
+        RejectReason::WaitTimedOut,
+        RejectReason::TooManyWaiting,
+        RejectReason::Closed,
+    ];
+
+    /// The position of this reason in [`ALL`](Self::ALL).
+    #[inline]
+    pub(crate) const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// A stable, lower-case, machine-friendly name: the `reason` label of the exported
+    /// rejection counter and the `reason` field of `tracing` events.
+    ///
+    /// ```
+    /// use bulkhead::RejectReason;
+    /// assert_eq!(RejectReason::Full.label(), "full");
+    /// assert_eq!(RejectReason::WaitTimedOut.label(), "wait_timed_out");
+    /// assert_eq!(RejectReason::TooManyWaiting.label(), "too_many_waiting");
+    /// assert_eq!(RejectReason::Closed.label(), "closed");
+    /// ```
+    pub const fn label(self) -> &'static str {
+        match self {
+            RejectReason::Full => "full",
+            RejectReason::WaitTimedOut => "wait_timed_out",
+            RejectReason::TooManyWaiting => "too_many_waiting",
+            RejectReason::Closed => "closed",
+        }
+    }
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RejectReason::Full => "full",
+            RejectReason::WaitTimedOut => "wait timed out",
+            RejectReason::TooManyWaiting => "too many waiting",
+            RejectReason::Closed => "closed",
+        })
+    }
+}
