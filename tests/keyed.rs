@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use bulkhead::keyed::{KeyedBulkhead, KeyedFull};
+use bulkhead::keyed::KeyedBulkhead;
 use bulkhead::{BulkheadConfig, RejectReason};
 
 fn config(limit: usize, wait: Duration) -> BulkheadConfig {
@@ -22,8 +22,8 @@ fn noisy_key_saturated_other_keys_still_admitted() {
     let held: Vec<_> = (0..2).map(|_| keyed.try_acquire(&noisy).unwrap()).collect();
     for _ in 0..100 {
         let refused = keyed.try_acquire(&noisy).unwrap_err();
-        assert!(matches!(&refused, KeyedFull::Key(full) if full.bulkhead_name() == "api/noisy"));
-        assert_eq!(refused.reason(), Some(RejectReason::Full));
+        assert_eq!(refused.bulkhead_name(), "api/noisy");
+        assert_eq!(refused.reason(), RejectReason::Full);
     }
     for tenant in 0..8 {
         let permit = keyed.try_acquire(&format!("quiet-{tenant}")).unwrap();
@@ -148,12 +148,13 @@ async fn cancelled_wait_on_total_releases_key_slot() {
 fn bounded_keys_refuse_with_the_key_named() {
     let keyed = KeyedBulkhead::<u32>::builder("hosts").max_keys(3).build().unwrap();
     let busy: Vec<_> = (0..3).map(|k| keyed.try_acquire(&k).unwrap()).collect();
-    match keyed.try_acquire(&77) {
-        Err(KeyedFull::TooManyKeys { name, key, max_keys }) => {
-            assert_eq!((name.as_str(), key.as_str(), max_keys), ("hosts", "77", 3));
-        }
-        other => panic!("expected TooManyKeys, got {other:?}"),
-    }
+    let refused = keyed.try_acquire(&77).unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::TooManyKeys);
+    assert_eq!((refused.bulkhead_name(), refused.max_concurrent_calls()), ("hosts/77", 3));
+    assert_eq!(
+        refused.to_string(),
+        "Bulkhead 'hosts/77' is full and does not permit further calls (too many keys; max keys 3)"
+    );
     drop(busy);
     // All three are idle now: the next new key evicts them.
     let _p = keyed.try_acquire(&77).unwrap();
@@ -188,7 +189,7 @@ fn fallback_key_takes_calls_when_the_map_is_busy() {
     let b = keyed.try_acquire(&"b").unwrap();
     assert_eq!(b.key_bulkhead().name(), "hosts/other");
     // The fallback's own limit applies to everything sent there.
-    assert!(matches!(keyed.try_acquire(&"c"), Err(KeyedFull::Key(_))));
+    assert_eq!(keyed.try_acquire(&"c").unwrap_err().reason(), RejectReason::Full);
 }
 
 #[test]
@@ -208,7 +209,8 @@ fn keyed_types_are_send_and_sync_and_futures_send() {
     fn send_sync<T: Send + Sync>() {}
     fn send<T: Send>(_: &T) {}
     send_sync::<KeyedBulkhead<String>>();
-    send_sync::<KeyedFull>();
+    send_sync::<bulkhead::keyed::OwnedKeyedPermit>();
+    send_sync::<bulkhead::keyed::AcquireOwnedKeyed>();
     let keyed = KeyedBulkhead::<String>::builder("api").build().unwrap();
     let key = "acme".to_owned();
     let permit = keyed.try_acquire(&key).unwrap();
@@ -228,11 +230,15 @@ fn closed_full_map_refuses_a_new_key_as_closed() {
         .build()
         .unwrap();
     let busy = keyed.try_acquire(&1).unwrap();
-    assert!(matches!(keyed.try_acquire(&2), Err(KeyedFull::TooManyKeys { .. })), "open and full");
+    assert_eq!(
+        keyed.try_acquire(&2).unwrap_err().reason(),
+        RejectReason::TooManyKeys,
+        "open and full"
+    );
     assert!(keyed.close());
     for refused in [keyed.try_acquire(&2).unwrap_err(), keyed.acquire(&2).unwrap_err()] {
-        assert_eq!(refused.reason(), Some(RejectReason::Closed), "{refused:?}");
-        assert!(matches!(&refused, KeyedFull::Key(full) if full.bulkhead_name() == "api/2"));
+        assert_eq!(refused.reason(), RejectReason::Closed, "{refused:?}");
+        assert_eq!(refused.bulkhead_name(), "api/2");
     }
     assert_eq!(keyed.live_keys(), 1, "the refused key took no place");
     drop(busy);
@@ -258,6 +264,6 @@ fn evict_idle_after_close_evicts_idle_closed_keys() {
     assert_eq!(keyed.evict_idle(), 1);
     assert_eq!(keyed.live_keys(), 0);
     // Still closed afterwards, for every key.
-    assert_eq!(keyed.try_acquire(&8).unwrap_err().reason(), Some(RejectReason::Closed));
+    assert_eq!(keyed.try_acquire(&8).unwrap_err().reason(), RejectReason::Closed);
     assert_eq!(keyed.live_keys(), 0);
 }

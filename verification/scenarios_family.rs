@@ -240,7 +240,7 @@ pub fn keyed_close_racing_new_key_at_full_map() {
     join(closer);
     assert_eq!(keyed.live_keys(), 1, "a refused key took a place");
     let after = keyed.try_acquire(&3).expect_err("closed");
-    assert_eq!(after.reason(), Some(RejectReason::Closed), "after close: {after:?}");
+    assert_eq!(after.reason(), RejectReason::Closed, "after close: {after:?}");
     drop(held);
     assert_eq!(keyed.evict_idle(), 1, "the closed, idle key 0 is evicted");
     assert_eq!(keyed.live_keys(), 0);
