@@ -51,6 +51,7 @@ const OPS: &[(&str, &str)] = &[
     ("floor_hashmap_get", "floor: std HashMap<u64, _> get (RandomState) of one of 1 000 keys"),
     ("keyed_acq_rel", "keyed try_acquire + drop, live key of 1 000, no total"),
     ("keyed_acq_rel_total", "keyed try_acquire + drop, live key of 1 000, with a total"),
+    ("keyed_reject", "keyed try_acquire on a full key, only is_err() kept"),
     ("keyed_reject_error", "keyed try_acquire on a full key, the error kept (black_box)"),
     ("keyed_acq_rel_id_hash", "keyed try_acquire + drop, live key of 1 000, IdHasher"),
     ("keyed_reject_error_id_hash", "keyed try_acquire on a full key, error kept, IdHasher"),
@@ -396,6 +397,9 @@ fn run(op: &str, n: u64) -> Result<(), String> {
         "keyed_acq_rel_total" => {
             (0..n).for_each(|_| drop(black_box(black_box(&keyed_total).try_acquire(&FREE_KEY))))
         }
+        "keyed_reject" => (0..n).for_each(|_| {
+            black_box(black_box(&keyed_full).try_acquire(&FULL_KEY).is_err());
+        }),
         "keyed_reject_error" => {
             (0..n).for_each(|_| drop(black_box(black_box(&keyed_full).try_acquire(&FULL_KEY))))
         }

@@ -163,9 +163,8 @@ pub struct KeyedBulkhead<K, S = RandomState> {
     fallback: Option<(K, Arc<Bulkhead>)>,
     total: Option<Arc<Bulkhead>>,
     hasher: S,
-    /// The live keys, `shard_mask + 1` shards, each on its own cache line.
+    /// The live keys: a power of two of shards, each on its own cache line.
     shards: Box<[CachePadded<Mutex<Shard<K>>>]>,
-    shard_mask: usize,
     /// Live keys plus places reserved by inserts under way: never below the number of
     /// entries in the shards, never above `max_keys`. Written only when a key is created or
     /// evicted, on its own line.
@@ -457,7 +456,6 @@ where
                     CachePadded::new(Mutex::new(Shard { table: HashTable::new(), closed: false }))
                 })
                 .collect(),
-            shard_mask: shards - 1,
             live: CachePadded::new(AtomicUsize::new(0)),
             closed: AtomicBool::new(false),
             refused_keys: AtomicU64::new(0),
@@ -746,40 +744,51 @@ where
     /// of one shard still spread over its buckets and tags.
     #[inline]
     fn shard(&self, hash: u64) -> &Mutex<Shard<K>> {
-        &self.shards[(hash >> 40) as usize & self.shard_mask]
+        // The mask is the length less one (a power of two): the length is loaded for the
+        // bounds check anyway, so no separate mask field is read.
+        let shards = &self.shards;
+        &shards[(hash >> 40) as usize & (shards.len() - 1)]
     }
 
     /// The bulkhead of `key`, created if it is not live: the fallback key's when the map is
     /// full and nothing is idle, an error if there is no fallback key. The `Arc` is cloned
     /// under the shard's lock (eviction, which also holds it, sees the clone).
     pub(crate) fn bulkhead_for(&self, key: &K) -> Result<Arc<Bulkhead>, BulkheadFull> {
-        if let Some((fallback, bulkhead)) = &self.fallback {
-            if fallback == key {
-                return Ok(Arc::clone(bulkhead));
-            }
-        }
         let hash = self.hasher.hash_one(key);
         if let Some(entry) = self.shard(hash).lock().table.find(hash, |e| *e.key == *key) {
             return Ok(Arc::clone(&entry.bulkhead));
         }
-        self.insert(key, hash)
+        match self.fallback_bulkhead(key) {
+            Some(fallback) => Ok(Arc::clone(fallback)),
+            None => self.insert(key, hash),
+        }
     }
 
-    /// A slot of `key` without waiting: [`try_acquire`](Self::try_acquire)'s first level.
-    /// A live key's slot is taken under its shard's lock from the map's own `Arc`, cloned
-    /// only for a permit (or for a refusal someone observes, reported after the lock).
+    /// The fallback key's bulkhead if `key` is the fallback key. Asked only after the
+    /// shards missed (the fallback key is never in them), so a live key's hit path does not
+    /// compare it with the fallback key.
     #[inline]
-    fn try_key(&self, key: &K) -> Result<OwnedPermit, BulkheadFull> {
-        if let Some((fallback, bulkhead)) = &self.fallback {
-            if fallback == key {
-                return bulkhead.try_acquire_owned();
-            }
-        }
+    fn fallback_bulkhead(&self, key: &K) -> Option<&Arc<Bulkhead>> {
+        self.fallback.as_ref().filter(|(fallback, _)| fallback == key).map(|(_, b)| b)
+    }
+
+    /// A slot of `key` without waiting, `wrap`ped: [`try_acquire`](Self::try_acquire)'s
+    /// first level. A live key's slot is taken under its shard's lock from the map's own
+    /// `Arc`, cloned only for a permit (or for a refusal someone observes, reported after
+    /// the lock). The result is built in the caller's type (`wrap`): converting a
+    /// `Result<OwnedPermit, _>` into a `Result<KeyedPermit, _>` afterwards copied the error
+    /// a second time (callgrind: 9 instructions per call, `benches/results/keyed.md`).
+    #[inline]
+    fn try_key<P>(
+        &self,
+        key: &K,
+        wrap: impl FnOnce(Arc<Bulkhead>) -> P,
+    ) -> Result<P, BulkheadFull> {
         let hash = self.hasher.hash_one(key);
         let shard = self.shard(hash).lock();
         let Some(entry) = shard.table.find(hash, |e| *e.key == *key) else {
             drop(shard);
-            return self.insert(key, hash)?.try_acquire_owned();
+            return self.try_new_key(key, hash).map(wrap);
         };
         match entry.bulkhead.sem().try_acquire() {
             Ok(word) => {
@@ -787,7 +796,7 @@ where
                 drop(shard);
                 // Listeners run outside the shard's lock.
                 bulkhead.permitted(word);
-                Ok(OwnedPermit::from_acquired(bulkhead))
+                Ok(wrap(bulkhead))
             }
             // Unobserved: building the error runs no user code and writes nothing shared;
             // the guard is released after the error is built. `refuse_unobserved` notifies
@@ -800,6 +809,18 @@ where
                 Err(bulkhead.refuse(word))
             }
         }
+    }
+
+    /// [`try_key`](Self::try_key) for a key not in the shards: the fallback key, or a new
+    /// key (created).
+    #[cold]
+    #[inline(never)]
+    fn try_new_key(&self, key: &K, hash: u64) -> Result<Arc<Bulkhead>, BulkheadFull> {
+        let bulkhead = match self.fallback_bulkhead(key) {
+            Some(fallback) => Arc::clone(fallback),
+            None => self.insert(key, hash)?,
+        };
+        take(bulkhead, Bulkhead::try_acquire)
     }
 
     /// Creates `key` (hash `hash`) in its shard, unless another caller did meanwhile: a place
@@ -932,9 +953,15 @@ where
     /// ```
     #[inline]
     pub fn try_acquire(&self, key: &K) -> Result<KeyedPermit<'_>, BulkheadFull> {
-        let key_permit = self.try_key(key)?;
-        let total = self.total.as_deref().map(Bulkhead::try_acquire);
-        both(key_permit, total).map(|(key, total)| KeyedPermit { key, total })
+        match self.total.as_deref() {
+            // Without a total the key's result is the call's: no second `Result` to build.
+            None => self.try_key(key, |key| KeyedPermit { key: KeySlot(key), total: None }),
+            Some(total) => {
+                let key_permit = self.try_key(key, KeySlot)?;
+                both(key_permit, Some(total.try_acquire()))
+                    .map(|(key, total)| KeyedPermit { key, total })
+            }
+        }
     }
 
     /// Takes a slot of `key`, waiting up to the key's `max_wait_duration`, then one of the
@@ -962,7 +989,7 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn acquire(&self, key: &K) -> Result<KeyedPermit<'_>, BulkheadFull> {
-        let key_permit = owned(self.bulkhead_for(key)?, Bulkhead::acquire)?;
+        let key_permit = KeySlot(take(self.bulkhead_for(key)?, Bulkhead::acquire)?);
         let total = self.total.as_deref().map(Bulkhead::acquire);
         both(key_permit, total).map(|(key, total)| KeyedPermit { key, total })
     }
@@ -1002,7 +1029,7 @@ where
     ) -> Result<KeyedPermit<'_>, BulkheadFull> {
         let clock = crate::sync::Clock::new();
         let deadline = clock.deadline(clock.now(), wait);
-        let key_permit = owned(self.bulkhead_for(key)?, |b| b.acquire_timeout(wait))?;
+        let key_permit = KeySlot(take(self.bulkhead_for(key)?, |b| b.acquire_timeout(wait))?);
         let total = self.total.as_deref().map(|total| {
             // What the key's wait left of `wait`.
             total.acquire_timeout(deadline.map_or(wait, |d| clock.between(clock.now(), d)))
@@ -1036,8 +1063,9 @@ where
     /// ```
     pub async fn acquire_async(&self, key: &K) -> Result<KeyedPermit<'_>, BulkheadFull> {
         let bulkhead = self.bulkhead_for(key)?;
-        let key_permit = bulkhead.acquire_owned_async().await?;
-        drop(bulkhead);
+        // The slot goes to the key's part of the permit, on the same `Arc`.
+        core::mem::forget(bulkhead.acquire_async().await?);
+        let key_permit = KeySlot(bulkhead);
         let total = match self.total.as_deref() {
             None => None,
             Some(total) => Some(total.acquire_async().await),
@@ -1097,7 +1125,7 @@ where
         let permit = bulkhead.acquire_async_with_sleep(&mut make_sleep).await?;
         // The slot moves to an owned permit on the same `Arc`: no release in between.
         core::mem::forget(permit);
-        let key_permit = OwnedPermit::from_acquired(bulkhead);
+        let key_permit = KeySlot(bulkhead);
         let total = match self.total.as_deref() {
             None => None,
             Some(total) => Some(total.acquire_async_with_sleep(&mut make_sleep).await),
@@ -1126,7 +1154,7 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_acquire_owned(&self, key: &K) -> Result<OwnedKeyedPermit, BulkheadFull> {
-        let key_permit = self.try_key(key)?;
+        let key_permit = self.try_key(key, OwnedPermit::from_acquired)?;
         let total = self.total.as_ref().map(Bulkhead::try_acquire_owned);
         both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
     }
@@ -1154,7 +1182,8 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn acquire_owned(&self, key: &K) -> Result<OwnedKeyedPermit, BulkheadFull> {
-        let key_permit = owned(self.bulkhead_for(key)?, Bulkhead::acquire)?;
+        let bulkhead = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
+        let key_permit = OwnedPermit::from_acquired(bulkhead);
         let total = self.total.as_ref().map(Bulkhead::acquire_owned);
         both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
     }
@@ -1385,10 +1414,8 @@ where
     /// A snapshot of `key`'s metrics, if it is live (or is the fallback key). Does not
     /// create the key.
     pub fn key_metrics(&self, key: &K) -> Option<BulkheadMetrics> {
-        if let Some((fallback, bulkhead)) = &self.fallback {
-            if fallback == key {
-                return Some(bulkhead.metrics());
-            }
+        if let Some(fallback) = self.fallback_bulkhead(key) {
+            return Some(fallback.metrics());
         }
         let hash = self.hasher.hash_one(key);
         let shard = self.shard(hash).lock();
@@ -1410,10 +1437,8 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn key_bulkhead(&self, key: &K) -> Option<Arc<Bulkhead>> {
-        if let Some((fallback, bulkhead)) = &self.fallback {
-            if fallback == key {
-                return Some(Arc::clone(bulkhead));
-            }
+        if let Some(fallback) = self.fallback_bulkhead(key) {
+            return Some(Arc::clone(fallback));
         }
         let hash = self.hasher.hash_one(key);
         let shard = self.shard(hash).lock();
@@ -1695,10 +1720,10 @@ where
 /// total's refusal with the key's slot released first, so no slot of either level is held
 /// once the error is returned.
 #[inline]
-fn both<P>(
-    key: OwnedPermit,
+fn both<Q, P>(
+    key: Q,
     total: Option<Result<P, BulkheadFull>>,
-) -> Result<(OwnedPermit, Option<P>), BulkheadFull> {
+) -> Result<(Q, Option<P>), BulkheadFull> {
     match total {
         None => Ok((key, None)),
         Some(Ok(total)) => Ok((key, Some(total))),
@@ -1709,16 +1734,29 @@ fn both<P>(
     }
 }
 
-/// A slot of `bulkhead` taken by `acquire`, held by an owned permit on the same `Arc` (no
-/// second clone of it, no release in between).
+/// A slot of `bulkhead` taken by `acquire`, returned with the `Arc` (no second clone of it,
+/// no release in between). The caller wraps it at once in a guard that releases it
+/// ([`KeySlot`] or `OwnedPermit::from_acquired`); nothing that can panic comes between.
 #[inline]
-fn owned(
+fn take(
     bulkhead: Arc<Bulkhead>,
     acquire: impl FnOnce(&Bulkhead) -> Result<Permit<'_>, BulkheadFull>,
-) -> Result<OwnedPermit, BulkheadFull> {
-    // The borrowed guard is forgotten: its slot is the owned permit's.
+) -> Result<Arc<Bulkhead>, BulkheadFull> {
+    // The borrowed guard is forgotten: its slot is the caller's guard's.
     core::mem::forget(acquire(&bulkhead)?);
-    Ok(OwnedPermit::from_acquired(bulkhead))
+    Ok(bulkhead)
+}
+
+/// The key's part of a [`KeyedPermit`]: a slot of the key's bulkhead, held with its `Arc`,
+/// released on drop. An `OwnedPermit` would do, but its out-of-line `Drop` cost a borrowed
+/// keyed acquire + release a call more (callgrind, `benches/results/keyed.md`).
+struct KeySlot(Arc<Bulkhead>);
+
+impl Drop for KeySlot {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.release_permit();
+    }
 }
 
 /// A name for an error or event that is not a bulkhead's (a refused key's): inline, cut at a
@@ -1896,21 +1934,21 @@ pub struct KeyedMetrics<K> {
 #[clippy::has_significant_drop]
 pub struct KeyedPermit<'a> {
     // Dropped in declaration order: the key's slot, then the total's.
-    key: OwnedPermit,
+    key: KeySlot,
     total: Option<Permit<'a>>,
 }
 
 impl KeyedPermit<'_> {
     /// The bulkhead of the permit's key (the fallback key's, if the call was sent there).
     pub fn key_bulkhead(&self) -> &Bulkhead {
-        self.key.bulkhead()
+        &self.key.0
     }
 }
 
 impl fmt::Debug for KeyedPermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedPermit")
-            .field("key", &self.key.bulkhead().name())
+            .field("key", &self.key.0.name())
             .field("total", &self.total.is_some())
             .finish()
     }
