@@ -326,11 +326,12 @@ apply() {
                 let found = Arc::clone(&entry.bulkhead);' &&
         mutate src/keyed.rs '            if !self.reserve() {' '            if !reserved {' ;;
     keyed_try_takes_total_before_key)
-        mutate src/keyed.rs '        let key_permit = self.try_key(key);
-        match self.total.as_deref() {' '        let total_first = self.total.as_deref().map(Bulkhead::try_acquire);
-        let key_permit = self.try_key(key);
-        match self.total.as_deref() {' &&
-        mutate src/keyed.rs '            Some(total) => both(key_permit?, Some(total.try_acquire()))' '            Some(_) => both(key_permit?, total_first)' ;;
+        mutate src/keyed.rs '            Some(total) => {
+                let key_permit = self.try_key(key, KeySlot)?;
+                both(key_permit, Some(total.try_acquire()))' '            Some(total) => {
+                let total_first = total.try_acquire();
+                let key_permit = self.try_key(key, KeySlot)?;
+                both(key_permit, Some(total_first))' ;;
     keyed_owned_async_skips_total)
         mutate src/keyed.rs '                    Ok(key) => match total.take() {' '                    Ok(key) => match total.take().filter(|_| false) {' ;;
     adaptive_releases_before_recording)
