@@ -48,8 +48,10 @@ const OPS: &[(&str, &str)] = &[
     ("bulkhead_acq_rel_instrumented", "bulkhead try_acquire + drop, metrics on"),
     ("bulkhead_call_instrumented", "bulkhead call(|| ()), metrics on"),
     ("bulkhead_reject_listener", "bulkhead try_acquire on a full bulkhead, one listener"),
+    ("floor_hashmap_get", "floor: std HashMap<u64, _> get (RandomState) of one of 1 000 keys"),
     ("keyed_acq_rel", "keyed try_acquire + drop, live key of 1 000, no total"),
     ("keyed_acq_rel_total", "keyed try_acquire + drop, live key of 1 000, with a total"),
+    ("keyed_reject", "keyed try_acquire on a full key, only is_err() kept"),
     ("keyed_reject_error", "keyed try_acquire on a full key, the error kept (black_box)"),
     ("keyed_acq_rel_id_hash", "keyed try_acquire + drop, live key of 1 000, IdHasher"),
     ("keyed_reject_error_id_hash", "keyed try_acquire on a full key, error kept, IdHasher"),
@@ -250,7 +252,13 @@ fn run(op: &str, n: u64) -> Result<(), String> {
     let keyed_full_id = keyed_with(None, id_hash());
     std::mem::forget(keyed_full_id.try_acquire(&FULL_KEY).expect("a free slot"));
 
+    // The keyed floor (issue 21): a std map of 1 000 live keys with the default hasher.
+    let hashmap: std::collections::HashMap<u64, usize> = (0..1_000).map(|k| (k, 0)).collect();
+
     match op {
+        "floor_hashmap_get" => (0..n).for_each(|_| {
+            black_box(black_box(&hashmap).get(black_box(&FREE_KEY)));
+        }),
         "floor_instant_now" => (0..n).for_each(|_| {
             black_box(std::time::Instant::now());
         }),
@@ -384,6 +392,9 @@ fn run(op: &str, n: u64) -> Result<(), String> {
         "keyed_acq_rel_total" => {
             (0..n).for_each(|_| drop(black_box(black_box(&keyed_total).try_acquire(&FREE_KEY))))
         }
+        "keyed_reject" => (0..n).for_each(|_| {
+            black_box(black_box(&keyed_full).try_acquire(&FULL_KEY).is_err());
+        }),
         "keyed_reject_error" => {
             (0..n).for_each(|_| drop(black_box(black_box(&keyed_full).try_acquire(&FULL_KEY))))
         }

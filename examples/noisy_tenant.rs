@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bulkhead::keyed::{KeyedBulkhead, KeyedFull};
+use bulkhead::keyed::KeyedBulkhead;
 use bulkhead::{Bulkhead, BulkheadConfig};
 
 const RUN_FOR: Duration = Duration::from_millis(800);
@@ -117,8 +117,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let keyed = Arc::clone(&keyed);
         run(Arc::new(move |tenant| match keyed.call(&tenant, || std::thread::sleep(CALL_TAKES)) {
             Ok(()) => Outcome::Admitted,
-            Err(KeyedFull::Key(_)) => Outcome::RefusedByKey,
-            Err(_) => Outcome::RefusedByTotal,
+            // The total is named like the keyed bulkhead; a key's bulkhead "downstream/KEY".
+            Err(full) if full.bulkhead_name() == "downstream" => Outcome::RefusedByTotal,
+            Err(_) => Outcome::RefusedByKey,
         }))
     };
     print("a bulkhead per tenant, 4 slots each, total 12:", &keyed_tallies);

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use bulkhead::adaptive::{AdaptiveLimit, Gradient2};
-use bulkhead::keyed::{KeyedBulkhead, KeyedFull};
+use bulkhead::keyed::KeyedBulkhead;
 use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
 use futures::executor::block_on;
 
@@ -72,7 +72,7 @@ fn bounded_waits_end_on_any_executor_and_the_timer_starts_only_when_needed() {
         KeyedBulkhead::<&str>::builder("hosts").default_config(config(1, WAIT)).build().unwrap();
     let held = hosts.try_acquire(&"a.example").expect("free");
     match block_on(hosts.acquire_async(&"a.example")) {
-        Err(KeyedFull::Key(err)) => assert_eq!(err.reason(), RejectReason::WaitTimedOut),
+        Err(err) => assert_eq!(err.reason(), RejectReason::WaitTimedOut),
         other => panic!("expected the key to time out, got {other:?}"),
     }
     drop(held);

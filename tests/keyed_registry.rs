@@ -36,7 +36,7 @@ fn concurrent_first_look_ups_share_one_keyed_bulkhead() {
     assert_eq!(registry.keyed_names(), ["tenants"]);
     // The registry's default configuration is each key's.
     let held: Vec<_> = (0..3).map(|_| found[0].try_acquire(&7).unwrap()).collect();
-    assert_eq!(found[0].try_acquire(&7).unwrap_err().reason(), Some(RejectReason::Full));
+    assert_eq!(found[0].try_acquire(&7).unwrap_err().reason(), RejectReason::Full);
     drop(held);
 }
 
@@ -76,7 +76,7 @@ fn close_all_and_wait_drained_reach_keyed_bulkheads() {
     assert!(plain.is_closed() && tenants.is_closed());
     // A live key, a new key, the fallback key: all refuse with Closed, holding nothing.
     for key in [1, 2, 0] {
-        assert_eq!(tenants.try_acquire(&key).unwrap_err().reason(), Some(RejectReason::Closed));
+        assert_eq!(tenants.try_acquire(&key).unwrap_err().reason(), RejectReason::Closed);
     }
     assert!(tenants.total().unwrap().is_closed());
     assert!(!registry.wait_drained(Duration::ZERO), "two keyed calls in flight");

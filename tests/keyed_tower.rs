@@ -1,5 +1,5 @@
 //! `KeyedBulkheadLayer` (feature `tower`): a slot of the request's key, then one of the total,
-//! held until the response is there; refusals are `KeyedFull` in the `BoxError`, and the
+//! held until the response is there; refusals are `BulkheadFull` in the `BoxError`, and the
 //! key's slot is given back when the total refuses; dropping the response future releases
 //! what it holds.
 #![cfg(feature = "tower")]
@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bulkhead::keyed::{KeyedBulkhead, KeyedFull};
+use bulkhead::keyed::KeyedBulkhead;
 use bulkhead::tower::KeyedBulkheadLayer;
 use bulkhead::RejectReason;
 use common::*;
@@ -49,8 +49,8 @@ fn gated(
     })
 }
 
-fn refusal(error: &bulkhead::tower::BoxError) -> &KeyedFull {
-    error.downcast_ref::<KeyedFull>().expect("a KeyedFull")
+fn refusal(error: &bulkhead::tower::BoxError) -> &bulkhead::BulkheadFull {
+    error.downcast_ref::<bulkhead::BulkheadFull>().expect("a BulkheadFull")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -67,7 +67,8 @@ async fn holds_the_key_and_the_total_while_the_inner_call_runs() {
 
     // acme is full: refused at its key, the total untouched.
     let err = client.clone().oneshot(("acme", 2)).await.unwrap_err();
-    assert!(matches!(refusal(&err), KeyedFull::Key(full) if full.reason() == RejectReason::Full));
+    assert_eq!(refusal(&err).reason(), RejectReason::Full);
+    assert_eq!(refusal(&err).bulkhead_name(), "api/acme");
     assert_eq!(tenants.total_metrics().unwrap().in_flight_calls(), 1);
 
     gate.notify_one();
@@ -83,7 +84,7 @@ async fn a_total_refusal_gives_the_key_slot_back() {
     let client = KeyedBulkheadLayer::new(Arc::clone(&tenants), key_of)
         .layer(service_fn(|request: Request| async move { Ok::<_, Infallible>(request.1) }));
     let err = client.oneshot(("globex", 1)).await.unwrap_err();
-    assert!(matches!(refusal(&err), KeyedFull::Total(_)));
+    assert_eq!(refusal(&err).bulkhead_name(), "api", "the total refused");
     assert_eq!(tenants.key_metrics(&"globex").unwrap().in_flight_calls(), 0, "no slot held");
 }
 
@@ -94,7 +95,8 @@ async fn too_many_keys_is_refused_without_a_slot() {
     let client = KeyedBulkheadLayer::new(Arc::clone(&tenants), key_of)
         .layer(service_fn(|request: Request| async move { Ok::<_, Infallible>(request.1) }));
     let err = client.oneshot(("globex", 1)).await.unwrap_err();
-    assert!(matches!(refusal(&err), KeyedFull::TooManyKeys { .. }), "{err}");
+    assert_eq!(refusal(&err).reason(), RejectReason::TooManyKeys, "{err}");
+    assert_eq!(refusal(&err).bulkhead_name(), "api/globex");
     assert_eq!(tenants.live_keys(), 1);
 }
 

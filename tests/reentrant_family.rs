@@ -16,8 +16,13 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
+#[path = "../verification/hostile_waker.rs"]
+mod hostile_waker;
+
+use hostile_waker::{hostile_waker, reenter, Op};
+
 use bulkhead::adaptive::{AdaptiveLimit, LimitAlgorithm, Limits, Outcome, Sample};
-use bulkhead::keyed::{KeyedBulkhead, KeyedFull};
+use bulkhead::keyed::KeyedBulkhead;
 use bulkhead::{Bulkhead, BulkheadConfig, BulkheadRegistry, RejectReason};
 
 /// Runs `f` on its own thread; fails if it is not done within 30 s (a deadlock: user code
@@ -273,7 +278,7 @@ fn keyed_listener_reenters_and_is_dropped_outside_the_lock() {
             });
         }
         let permit = keyed.try_acquire(&1).unwrap();
-        assert!(matches!(keyed.try_acquire(&1), Err(KeyedFull::Key(_))));
+        assert_eq!(keyed.try_acquire(&1).unwrap_err().bulkhead_name(), "api/1");
         drop(permit);
         assert_eq!(heard.load(SeqCst), 3, "permitted, rejected, finished");
         assert_eq!(dropped.load(SeqCst), 0);
@@ -293,7 +298,7 @@ fn keyed_close_with_hooked_keys() {
         drop(keyed.try_acquire(&Key::hooked(1, &hook)).unwrap());
         assert!(keyed.close());
         let refused = keyed.try_acquire(&Key::hooked(2, &hook)).unwrap_err();
-        assert_eq!(refused.reason(), Some(RejectReason::Closed));
+        assert_eq!(refused.reason(), RejectReason::Closed);
         assert_eq!(keyed.evict_idle(), 1);
         assert_eq!(keyed.live_keys(), 0);
     });
@@ -631,8 +636,8 @@ fn keyed_listener_closes_the_keyed_bulkhead() {
         drop(keyed.try_acquire(&1).unwrap());
         assert_eq!(closed.load(SeqCst), 1, "key 1's Closed event, from inside its listener");
         assert!(keyed.is_closed());
-        assert_eq!(keyed.try_acquire(&1).unwrap_err().reason(), Some(RejectReason::Closed));
-        assert_eq!(keyed.try_acquire(&2).unwrap_err().reason(), Some(RejectReason::Closed));
+        assert_eq!(keyed.try_acquire(&1).unwrap_err().reason(), RejectReason::Closed);
+        assert_eq!(keyed.try_acquire(&2).unwrap_err().reason(), RejectReason::Closed);
     });
 }
 
@@ -699,5 +704,200 @@ fn registry_drops_replaced_entries_after_its_lock() {
         assert!(registry.replace("bank", listening()).is_some());
         assert!(registry.remove("bank").is_some());
         assert!(registry.find("bank").is_none());
+    });
+}
+
+/// A keyed bulkhead ("api", one shard) whose keys have 1 slot and wait up to 10 s, with a
+/// total of `total` (also waiting up to 10 s).
+fn keyed_waiting(total: usize) -> Arc<KeyedBulkhead<u32>> {
+    let wait = |n| {
+        BulkheadConfig::builder()
+            .max_concurrent_calls(n)
+            .max_wait_duration(Duration::from_secs(10))
+            .build()
+            .unwrap()
+    };
+    Arc::new(
+        KeyedBulkhead::<u32>::builder("api")
+            .default_config(wait(1))
+            .total(wait(total))
+            .shards(1)
+            .build()
+            .unwrap(),
+    )
+}
+
+/// A waker hook that re-enters the keyed bulkhead (a refused `try_acquire` of key 1, a
+/// permit of key 9 taken and dropped, metrics) and key 1's and the total's bulkheads
+/// ([`reenter`]: their queue, config and drain locks) on every waker operation.
+fn keyed_reentrant_hook(
+    keyed: &Arc<KeyedBulkhead<u32>>,
+    ops: &Arc<AtomicUsize>,
+) -> impl Fn(Op) + Send + Sync + 'static {
+    let weak = Arc::downgrade(keyed);
+    let ops = Arc::clone(ops);
+    move |_op| {
+        ops.fetch_add(1, SeqCst);
+        let Some(keyed) = weak.upgrade() else { return };
+        drop(keyed.try_acquire(&1));
+        drop(keyed.try_acquire(&9));
+        let _ = keyed.key_metrics(&1);
+        let _ = keyed.metrics(4);
+        if let Some(key) = keyed.key_bulkhead(&1) {
+            reenter(&key, false);
+        }
+        reenter(keyed.total().unwrap(), false);
+    }
+}
+
+/// The keyed owned async acquire (`AcquireOwnedKeyed`), queued at the key and then at the
+/// total with a waker that re-enters the keyed bulkhead on clone, wake and drop: granted at
+/// both levels, then a queued one dropped (withdrawn). No hook runs under a lock.
+#[test]
+fn keyed_owned_async_with_reentrant_waker() {
+    hang_guard("keyed_owned_async_with_reentrant_waker", || {
+        let keyed = keyed_waiting(1);
+        let ops = Arc::new(AtomicUsize::new(0));
+        let waker = hostile_waker(keyed_reentrant_hook(&keyed, &ops), None);
+        let held = keyed.try_acquire_owned(&1).unwrap();
+        let mut acquire = Box::pin(keyed.acquire_owned_async(&1));
+        assert!(acquire.as_mut().poll(&mut Context::from_waker(&waker)).is_pending(), "key");
+        drop(held); // grants key 1 and the total to the queued future: its waker is woken
+        let permit = match acquire.as_mut().poll(&mut Context::from_waker(&waker)) {
+            Poll::Ready(Ok(permit)) => permit,
+            other => panic!("expected a permit, got {other:?}"),
+        };
+        drop(acquire);
+        // Queued at the total: key 2 is free, the total is held by key 1's permit.
+        let mut acquire = Box::pin(keyed.acquire_owned_async(&2));
+        assert!(acquire.as_mut().poll(&mut Context::from_waker(&waker)).is_pending(), "total");
+        assert_eq!(keyed.key_metrics(&2).unwrap().in_flight_calls(), 1, "key 2's slot held");
+        drop(permit);
+        assert!(matches!(
+            acquire.as_mut().poll(&mut Context::from_waker(&waker)),
+            Poll::Ready(Ok(_))
+        ));
+        drop(acquire);
+        // Dropped while queued at the total: the key's slot is released, the wait withdrawn.
+        let held = keyed.try_acquire_owned(&3).unwrap();
+        let mut acquire = Box::pin(keyed.acquire_owned_async(&2));
+        assert!(acquire.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+        drop(acquire);
+        assert_eq!(keyed.key_metrics(&2).unwrap().in_flight_calls(), 0);
+        assert_eq!(keyed.total_metrics().unwrap().waiting_calls(), 0);
+        drop(held);
+        drop(waker);
+        assert!(ops.load(SeqCst) >= 4, "the hook ran on clone, wake and drop");
+        assert_eq!(keyed.total_metrics().unwrap().in_flight_calls(), 0);
+    });
+}
+
+/// A sleep that is pending until `fired` is set, and wakes nobody itself.
+struct Sleep(Arc<AtomicBool>);
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: std::pin::Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if self.0.load(SeqCst) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// The keyed `acquire_async_with_sleep`, queued at the key then at the total with a waker
+/// that re-enters the keyed bulkhead: granted by a release, and timed out by its sleep (the
+/// key's slot released when the total's sleep fires). No hook runs under a lock.
+#[test]
+fn keyed_with_sleep_with_reentrant_waker() {
+    hang_guard("keyed_with_sleep_with_reentrant_waker", || {
+        let keyed = keyed_waiting(1);
+        let ops = Arc::new(AtomicUsize::new(0));
+        let waker = hostile_waker(keyed_reentrant_hook(&keyed, &ops), None);
+        let fired = Arc::new(AtomicBool::new(false));
+        let sleeps = Arc::new(AtomicUsize::new(0));
+        let make_sleep = {
+            let (fired, sleeps) = (Arc::clone(&fired), Arc::clone(&sleeps));
+            move |_wait: Duration| {
+                sleeps.fetch_add(1, SeqCst);
+                Sleep(Arc::clone(&fired))
+            }
+        };
+        let held = keyed.try_acquire(&1).unwrap();
+        {
+            let mut acquire = pin!(keyed.acquire_async_with_sleep(&1, make_sleep.clone()));
+            assert!(acquire.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+            drop(held); // grants key 1, then the total is free
+            assert!(matches!(
+                acquire.as_mut().poll(&mut Context::from_waker(&waker)),
+                Poll::Ready(Ok(_))
+            ));
+        }
+        assert_eq!(sleeps.load(SeqCst), 1, "one sleep: only the key's level waited");
+        // The total is busy: key 2 waits there until its sleep fires.
+        let total_holder = keyed.try_acquire(&3).unwrap();
+        {
+            let mut acquire = pin!(keyed.acquire_async_with_sleep(&2, make_sleep));
+            assert!(acquire.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+            assert_eq!(keyed.key_metrics(&2).unwrap().in_flight_calls(), 1);
+            fired.store(true, SeqCst);
+            match acquire.as_mut().poll(&mut Context::from_waker(&waker)) {
+                Poll::Ready(Err(full)) => {
+                    assert_eq!(full.reason(), RejectReason::WaitTimedOut);
+                    assert_eq!(full.bulkhead_name(), "api", "the total timed out");
+                }
+                other => panic!("expected the total's timeout, got {other:?}"),
+            }
+        }
+        assert_eq!(keyed.key_metrics(&2).unwrap().in_flight_calls(), 0, "key slot released");
+        drop(total_holder);
+        drop(waker);
+        assert!(ops.load(SeqCst) >= 2);
+        assert_eq!(keyed.total_metrics().unwrap().in_flight_calls(), 0);
+    });
+}
+
+/// A keyed-level listener re-enters the keyed bulkhead from every event, of a key created
+/// before it was registered and of one created after, and from a `TooManyKeys` refusal
+/// (emitted by the keyed level after its locks).
+#[test]
+fn keyed_level_listener_reenters() {
+    hang_guard("keyed_level_listener_reenters", || {
+        let keyed = Arc::new(
+            KeyedBulkhead::<u32>::builder("api")
+                .default_config(config(1))
+                .shards(1)
+                .max_keys(2)
+                .build()
+                .unwrap(),
+        );
+        drop(keyed.try_acquire(&1).unwrap());
+        let heard = Arc::new(AtomicUsize::new(0));
+        let handle = {
+            let (weak, heard) = (Arc::downgrade(&keyed), Arc::clone(&heard));
+            keyed.on_event(move |_| {
+                if heard.fetch_add(1, SeqCst) > 1_000 {
+                    return; // the re-entries' own events
+                }
+                if let Some(keyed) = weak.upgrade() {
+                    let _ = keyed.metrics(4);
+                    let _ = keyed.key_metrics(&1);
+                    keyed.enable_counters();
+                    keyed.change_default_config(config(1));
+                }
+            })
+        };
+        let one = keyed.try_acquire(&1).unwrap(); // live before the listener
+        let two = keyed.try_acquire(&2).unwrap(); // created after it
+        let refused = keyed.try_acquire(&3).unwrap_err();
+        assert_eq!(refused.reason(), RejectReason::TooManyKeys);
+        drop((one, two));
+        assert!(heard.load(SeqCst) >= 5, "permitted x2, too many keys, finished x2");
+        assert!(handle.remove());
+        let before = heard.load(SeqCst);
+        drop(keyed.try_acquire(&1).unwrap());
+        assert_eq!(heard.load(SeqCst), before, "removed from every key at once");
     });
 }

@@ -497,4 +497,13 @@ mod family {
             scenarios_family::keyed_close_racing_new_key_at_full_map,
         );
     }
+
+    /// Issue 19: two owned async keyed acquires through a total of 1, hostile wakers.
+    #[test]
+    fn keyed_owned_async_hostile_wakers_keep_total() {
+        run_model(
+            "keyed_owned_async_hostile_wakers_keep_total",
+            scenarios_family::keyed_owned_async_hostile_wakers_keep_total,
+        );
+    }
 }

@@ -124,6 +124,7 @@ MUTANTS=(
     keyed_closed_key_never_idle
     keyed_same_key_reserves_before_lookup
     keyed_try_takes_total_before_key
+    keyed_owned_async_skips_total
     adaptive_releases_before_recording
     adaptive_limit_applied_without_recheck
 )
@@ -165,6 +166,7 @@ describe() {
     on_event_leaves_flag_clear) echo "on_event does not raise OBSERVED (a lone listener hears nothing)" ;;
     removed_listener_still_called) echo "emit ignores a listener's removal" ;;
     keyed_total_refusal_keeps_key_slot) echo "keyed: a total refusal leaks the key slot already taken" ;;
+    keyed_owned_async_skips_total) echo "keyed (issue 19): the owned async acquire (AcquireOwnedKeyed) never waits for the total" ;;
     keyed_sync_takes_total_before_key) echo "keyed: the blocking acquire takes the total before the key (async takes key first)" ;;
     keyed_evicts_by_metrics) echo "keyed: idle means nothing in flight or waiting (misses a caller between look-up and acquire)" ;;
     keyed_evicts_without_acquire) echo "keyed: idle means only the map holds the Arc (no Acquire: the next holder may miss the last one's writes)" ;;
@@ -294,13 +296,15 @@ apply() {
     removed_listener_still_called)
         mutate src/observe/mod.rs 'if node.active.load(Ordering::Relaxed) {' 'if node.active.load(Ordering::Relaxed) || true {' ;;
     keyed_total_refusal_keeps_key_slot)
-        mutate src/keyed/mod.rs '            drop(key_permit);
-            Err(KeyedFull::Total(refused))' '            std::mem::forget(key_permit);
-            Err(KeyedFull::Total(refused))' ;;
+        mutate src/keyed/mod.rs '            drop(key);
+            Err(refused)' '            std::mem::forget(key);
+            Err(refused)' ;;
     keyed_sync_takes_total_before_key)
-        mutate src/keyed/mod.rs '        let key_permit = bulkhead.acquire_owned().map_err(KeyedFull::Key)?;
+        mutate src/keyed/mod.rs '        let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
+        let key_permit = KeySlot(bulkhead, mark);
         let total = self.total.as_deref().map(Bulkhead::acquire);' '        let total = self.total.as_deref().map(Bulkhead::acquire);
-        let key_permit = bulkhead.acquire_owned().map_err(KeyedFull::Key)?;' ;;
+        let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
+        let key_permit = KeySlot(bulkhead, mark);' ;;
     keyed_evicts_by_metrics)
         mutate src/keyed/mod.rs '    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())' '    closed || bulkhead.sem().is_idle_acquire()' ;;
     keyed_evicts_without_acquire)
@@ -324,9 +328,14 @@ apply() {
                 let found = Arc::clone(&entry.bulkhead);' &&
         mutate src/keyed/mod.rs '            if !self.reserve() {' '            if !reserved {' ;;
     keyed_try_takes_total_before_key)
-        mutate src/keyed/mod.rs '        let key_permit = self.try_key(key)?;
-        let total = self.total.as_deref().map(Bulkhead::try_acquire);' '        let total = self.total.as_deref().map(Bulkhead::try_acquire);
-        let key_permit = self.try_key(key)?;' ;;
+        mutate src/keyed/mod.rs '            Some(total) => {
+                let key_permit = self.try_key(key, KeySlot)?;
+                both(key_permit, Some(total.try_acquire()))' '            Some(total) => {
+                let total_first = total.try_acquire();
+                let key_permit = self.try_key(key, KeySlot)?;
+                both(key_permit, Some(total_first))' ;;
+    keyed_owned_async_skips_total)
+        mutate src/keyed/mod.rs '                    Ok(key) => match total.take() {' '                    Ok(key) => match total.take().filter(|_| false) {' ;;
     adaptive_releases_before_recording)
         mutate src/bulkhead/mod.rs '        if let Some(hook) = self.hook.get() {
             hook.finished(self, mark);

@@ -711,7 +711,8 @@ mod keyed_model;
 /// by the total, or for too many keys), the live keys, each live key's calls in flight and
 /// the total's are compared with the model.
 mod keyed {
-    use bulkhead::keyed::{KeyedFull, KeyedPermit};
+    use bulkhead::keyed::KeyedPermit;
+    use bulkhead::RejectReason;
     use proptest::prelude::*;
     use proptest::test_runner::{TestError, TestRunner};
 
@@ -780,13 +781,13 @@ mod keyed {
                             held.push(permit);
                             Outcome::Admitted
                         }
-                        Err(KeyedFull::Key(_)) => Outcome::Key,
-                        Err(KeyedFull::Total(_)) => Outcome::Total,
-                        Err(KeyedFull::TooManyKeys { key: named, .. }) => {
-                            assert_eq!(named, key.to_string(), "the refused key is named");
+                        Err(full) if full.reason() == RejectReason::TooManyKeys => {
+                            let named = format!("model/{key}");
+                            assert_eq!(full.bulkhead_name(), named, "the refused key is named");
                             Outcome::TooManyKeys
                         }
-                        Err(other) => panic!("step {step}: unexpected {other}"),
+                        Err(full) if full.bulkhead_name() == "model" => Outcome::Total,
+                        Err(_) => Outcome::Key,
                     };
                     assert_eq!(
                         got,

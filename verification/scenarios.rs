@@ -28,7 +28,7 @@ use core::time::Duration;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use bulkhead::keyed::{KeyedBulkhead, KeyedFull};
+use bulkhead::keyed::KeyedBulkhead;
 use bulkhead::{Bulkhead, BulkheadConfig, BulkheadFull, RejectReason};
 
 use crate::rt::{self, AtomicBool, AtomicUsize, Mutex};
@@ -1072,7 +1072,7 @@ pub fn keyed_caller(
     occupancy: &Arc<Occupancy>,
     admitted: &Arc<AtomicUsize>,
     refused: &Arc<AtomicUsize>,
-    expected: fn(&KeyedFull) -> bool,
+    expected: fn(&BulkheadFull) -> bool,
 ) -> impl Fn(usize) + Clone + Send + Sync + 'static {
     let (keyed, occupancy, admitted, refused) =
         (Arc::clone(keyed), Arc::clone(occupancy), Arc::clone(admitted), Arc::clone(refused));
@@ -1136,7 +1136,8 @@ pub fn keyed_refusal_holds_no_slot(callers: usize, total: usize) {
                 drop(permit);
                 admitted.fetch_add(1, SeqCst);
             }
-            Err(KeyedFull::Total(_)) => {
+            // The total is named like the keyed bulkhead.
+            Err(full) if full.bulkhead_name() == "keyed" => {
                 let in_flight = keyed.key_metrics(&key).map_or(0, |m| m.in_flight_calls());
                 // Recorded, not asserted here: a leaked slot is a permit a panic would not
                 // unwind through, but keep the harness's rule of one check after the join.
@@ -1213,7 +1214,7 @@ pub fn keyed_eviction_racing_acquire_keeps_key_limit(by_new_key: bool) {
                 drop(permit);
                 admitted.fetch_add(1, SeqCst);
             }
-            Err(KeyedFull::TooManyKeys { .. }) => {}
+            Err(full) if full.reason() == RejectReason::TooManyKeys => {}
             Err(other) => panic!("key 7 refused by {other}"),
         }
     };
@@ -1227,7 +1228,7 @@ pub fn keyed_eviction_racing_acquire_keeps_key_limit(by_new_key: bool) {
             if by_new_key {
                 match keyed.try_acquire(&8) {
                     Ok(permit) => drop(permit),
-                    Err(KeyedFull::TooManyKeys { .. }) => {}
+                    Err(full) if full.reason() == RejectReason::TooManyKeys => {}
                     Err(other) => panic!("key 8 refused by {other}"),
                 }
             } else {
@@ -1256,7 +1257,7 @@ pub fn keyed_new_keys_racing_in_two_shards_keep_max_keys() {
     let admitted = Arc::new(AtomicUsize::new(0));
     let refused = Arc::new(AtomicUsize::new(0));
     let caller = keyed_caller(&keyed, &occupancy, &admitted, &refused, |refusal| {
-        matches!(refusal, KeyedFull::TooManyKeys { .. })
+        refusal.reason() == RejectReason::TooManyKeys
     });
     let other = {
         let caller = caller.clone();

@@ -10,11 +10,11 @@ use core::sync::atomic::Ordering::SeqCst;
 use core::time::Duration;
 use std::sync::Arc;
 
-use bulkhead::keyed::KeyedFull;
 use bulkhead::{Bulkhead, BulkheadEventKind, RejectReason};
 
 use super::rt::{self, AtomicUsize};
 use super::scenarios::{assert_quiescent, keyed_caller, KeyHasher, Keyed, Occupancy};
+use super::scenarios_reentrant::block_on_hostile;
 
 fn config(limit: usize, wait: Duration) -> bulkhead::BulkheadConfig {
     bulkhead::BulkheadConfig::builder()
@@ -111,13 +111,9 @@ pub fn keyed_key_refusal_leaves_total_untouched() {
     let occupancy = Occupancy::new(2);
     let admitted = Arc::new(AtomicUsize::new(0));
     let refused = Arc::new(AtomicUsize::new(0));
-    let caller = keyed_caller(
-        &keyed,
-        &occupancy,
-        &admitted,
-        &refused,
-        |refusal| matches!(refusal, KeyedFull::Key(full) if full.reason() == RejectReason::Full),
-    );
+    let caller = keyed_caller(&keyed, &occupancy, &admitted, &refused, |refusal| {
+        refusal.reason() == RejectReason::Full && refusal.bulkhead_name() != "keyed"
+    });
     let handles: Vec<_> = [0, 1]
         .into_iter()
         .map(|key| {
@@ -227,8 +223,8 @@ pub fn keyed_close_racing_new_key_at_full_map() {
         let keyed = Arc::clone(&keyed);
         rt::spawn(move || match keyed.try_acquire(&1) {
             Ok(_) => panic!("key 1 admitted: the map is full and key 0 busy"),
-            Err(KeyedFull::TooManyKeys { .. }) => false,
-            Err(KeyedFull::Key(full)) if full.reason() == RejectReason::Closed => true,
+            Err(full) if full.reason() == RejectReason::TooManyKeys => false,
+            Err(full) if full.reason() == RejectReason::Closed => true,
             Err(other) => panic!("key 1 refused by {other}"),
         })
     };
@@ -240,8 +236,46 @@ pub fn keyed_close_racing_new_key_at_full_map() {
     join(closer);
     assert_eq!(keyed.live_keys(), 1, "a refused key took a place");
     let after = keyed.try_acquire(&3).expect_err("closed");
-    assert_eq!(after.reason(), Some(RejectReason::Closed), "after close: {after:?}");
+    assert_eq!(after.reason(), RejectReason::Closed, "after close: {after:?}");
     drop(held);
     assert_eq!(keyed.evict_idle(), 1, "the closed, idle key 0 is evicted");
     assert_eq!(keyed.live_keys(), 0);
+}
+
+/// Issue 19: the keyed owned async acquire (`AcquireOwnedKeyed`, also the keyed tower
+/// layer's) on keys 0 and 1 (key limit 1) through a total of 1, unbounded waits, each
+/// polled only with hostile wakers that re-enter its key's bulkhead on every waker
+/// operation: both are granted (no waker runs under a lock, no deadlock), the total admits
+/// one at a time with a happens-before between holders, and every slot is back.
+pub fn keyed_owned_async_hostile_wakers_keep_total() {
+    let keyed = {
+        let builder = bulkhead::keyed::KeyedBulkhead::builder("keyed")
+            .default_config(config(1, Duration::MAX))
+            .total(config(1, Duration::MAX))
+            .shards(2)
+            .hasher(core::hash::BuildHasherDefault::<KeyHasher>::default());
+        Arc::new(builder.build().expect("valid keyed config"))
+    };
+    let occupancy = Occupancy::new(1);
+    let caller = {
+        let (keyed, occupancy) = (Arc::clone(&keyed), Arc::clone(&occupancy));
+        move |key: usize| {
+            let acquire = Box::pin(keyed.acquire_owned_async(&key));
+            let bulkhead = keyed.key_bulkhead(&key).expect("created by the look-up");
+            let permit = block_on_hostile(&bulkhead, None, acquire).expect("an unbounded wait");
+            occupancy.work();
+            drop(permit);
+        }
+    };
+    let other = {
+        let caller = caller.clone();
+        rt::spawn(move || caller(1))
+    };
+    caller(0);
+    join(other);
+    occupancy.check(2);
+    assert_quiescent(keyed.total().expect("a total"), 1);
+    for key in [0, 1] {
+        assert_quiescent(&keyed.key_bulkhead(&key).expect("live"), 1);
+    }
 }

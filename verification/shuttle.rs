@@ -292,6 +292,8 @@ mod family {
             crate::scenarios_family::adaptive_failure_shrinks_limit_before_queued_caller_is_admitted();
         keyed_close_racing_new_key_at_full_map =>
             crate::scenarios_family::keyed_close_racing_new_key_at_full_map();
+        keyed_owned_async_hostile_wakers_keep_total =>
+            crate::scenarios_family::keyed_owned_async_hostile_wakers_keep_total();
     }
 
     /// As `replay` above, for these scenarios: `SHUTTLE_REPLAY_SCENARIO=<name>

@@ -15,7 +15,8 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use bulkhead::keyed::{KeyedBulkhead, KeyedFull, KeyedPermit};
+use bulkhead::keyed::{KeyedBulkhead, KeyedPermit};
+use bulkhead::BulkheadFull;
 use bulkhead::RejectReason;
 
 #[path = "keyed_model.rs"]
@@ -36,23 +37,19 @@ impl Wake for NoWake {
     fn wake(self: Arc<Self>) {}
 }
 
-fn outcome_of<T>(result: &Result<T, KeyedFull>, key: u8, step: usize) -> Outcome {
-    match result {
-        Ok(_) => Outcome::Admitted,
-        Err(KeyedFull::Key(full)) => {
-            // A fail-fast refusal of a bulkhead that is not closed.
-            assert_eq!(full.reason(), RejectReason::Full, "step {step}: key refusal reason");
-            Outcome::Key
-        }
-        Err(KeyedFull::Total(full)) => {
-            assert_eq!(full.bulkhead_name(), "fuzz-keyed", "step {step}: total's name");
-            Outcome::Total
-        }
-        Err(KeyedFull::TooManyKeys { key: named, .. }) => {
-            assert_eq!(*named, key.to_string(), "step {step}: the refused key is named");
+fn outcome_of<T>(result: &Result<T, BulkheadFull>, key: u8, step: usize) -> Outcome {
+    let Err(full) = result else { return Outcome::Admitted };
+    match full.reason() {
+        RejectReason::TooManyKeys => {
+            let named = format!("fuzz-keyed/{key}");
+            assert_eq!(full.bulkhead_name(), named, "step {step}: the refused key is named");
             Outcome::TooManyKeys
         }
-        Err(other) => panic!("step {step}: unexpected refusal {other}"),
+        // The total is named like the keyed bulkhead; a key's bulkhead "{name}/{key}". Both
+        // refuse fail-fast, and neither is closed.
+        RejectReason::Full if full.bulkhead_name() == "fuzz-keyed" => Outcome::Total,
+        RejectReason::Full => Outcome::Key,
+        other => panic!("step {step}: unexpected refusal {other}: {full}"),
     }
 }
 

@@ -55,7 +55,8 @@ impl BulkheadFull {
         self.name.as_str()
     }
 
-    /// The limit when the call was refused.
+    /// The limit when the call was refused (for [`RejectReason::TooManyKeys`], the keyed
+    /// bulkhead's `max_keys`).
     pub fn max_concurrent_calls(&self) -> usize {
         self.max_concurrent_calls
     }
@@ -74,9 +75,14 @@ impl BulkheadFull {
 
 impl fmt::Display for BulkheadFull {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let limit = if self.reason == RejectReason::TooManyKeys {
+            "max keys"
+        } else {
+            "max concurrent calls"
+        };
         write!(
             f,
-            "Bulkhead '{}' is full and does not permit further calls ({}; max concurrent calls {}",
+            "Bulkhead '{}' is full and does not permit further calls ({}; {limit} {}",
             self.name, self.reason, self.max_concurrent_calls
         )?;
         if self.reason == RejectReason::WaitTimedOut {

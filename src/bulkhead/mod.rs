@@ -798,6 +798,17 @@ impl Bulkhead {
         crate::ListenerHandle { active }
     }
 
+    /// Registers a listener whose handle flag `active` is shared (the keyed level registers
+    /// one listener on every key's bulkhead, removed from all by one handle).
+    pub(crate) fn add_listener(
+        &self,
+        listener: Box<crate::observe::Listener>,
+        active: StdArc<crate::engine::sync::AtomicBool>,
+    ) {
+        self.listeners.push(listener, active);
+        self.sem.set_observed();
+    }
+
     /// Bookkeeping for a permit granted without waiting: counted, `CallPermitted`, if
     /// anyone observes.
     #[inline]

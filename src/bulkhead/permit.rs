@@ -359,6 +359,14 @@ impl<'a> Permit<'a> {
         self.bulkhead
     }
 
+    /// Gives up the guard without releasing its slot, and returns its mark: for a caller
+    /// that holds the slot by other means (a keyed permit's key slot).
+    pub(crate) fn into_mark(self) -> Mark {
+        let mark = self.mark;
+        core::mem::forget(self);
+        mark
+    }
+
     /// Turns this permit into an owned one without releasing the slot in between.
     pub(crate) fn into_owned(self, bulkhead: Arc<Bulkhead>) -> OwnedPermit {
         debug_assert!(core::ptr::eq(self.bulkhead, &*bulkhead));

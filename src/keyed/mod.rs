@@ -27,7 +27,8 @@
 //! holds an `Arc` to the key's bulkhead, cloned under the lock of the key's shard). When a
 //! new key finds the map full, every idle key is evicted (one pass over the shards, one
 //! shard's lock at a time); if none was idle, the call goes to the fallback key, if one is
-//! configured, or is refused with [`KeyedFull::TooManyKeys`], which names the key. An evicted
+//! configured, or is refused with [`RejectReason::TooManyKeys`] (a [`BulkheadFull`] named
+//! `"{name}/{key}"`, so it names the key). An evicted
 //! key is recreated from its configuration on its next call: it had nothing in flight, so
 //! nothing is lost but its bulkhead's own counters and listeners.
 //!
@@ -45,15 +46,43 @@
 //!
 //! `try_acquire` takes the key's slot under the shard's lock from the map's own `Arc`: a
 //! permit clones it once (for the [`OwnedPermit`] inside [`KeyedPermit`]) and a refusal
-//! writes no reference count. Listeners and `tracing` events run after the lock is
+//! writes no reference count.
+//!
+//! # One family: the same verbs, one refusal
+//!
+//! A keyed bulkhead offers the verbs of [`Bulkhead`] with a key: `try_acquire`, `acquire`,
+//! `acquire_timeout`, `acquire_async`, `acquire_async_with_sleep`, the owned forms
+//! (`try_acquire_owned`, `acquire_owned`, `acquire_owned_async`, giving an
+//! [`OwnedKeyedPermit`]), `call`, `call_async`, `call_fallible`, `call_async_fallible`,
+//! `call_owned_async_fallible`, `close`, `is_closed`, `wait_drained`, `drained`, `on_event`,
+//! `enable_counters`, and `change_*_config` for a key, the default and the total. Every
+//! refusal is a [`BulkheadFull`] naming the level that refused: `"{name}/{key}"` for a key
+//! (and for [`RejectReason::TooManyKeys`]), `name` for the total; so a `call_fallible` whose
+//! error type implements `From<BulkheadFull>` works unchanged on a keyed bulkhead.
+//!
+//! # Listeners, counters and configuration of every key
+//!
+//! What the keyed level registers ([`on_event`](KeyedBulkhead::on_event),
+//! [`enable_counters`](KeyedBulkhead::enable_counters)) or changes
+//! ([`change_key_config`](KeyedBulkhead::change_key_config),
+//! [`change_default_config`](KeyedBulkhead::change_default_config)) reaches every live key
+//! and every key created later: the keyed level keeps these settings under one lock; a new
+//! key's bulkhead is brought up to date with them under its shard's lock, and a change walks
+//! the live keys one shard at a time. Either the walk finds the new key in its shard, or the
+//! settings changed before the walk locked that shard, hence before the new key's insert
+//! locked it. Listeners are registered under the shard lock (no user code runs: a shared
+//! handle is boxed); configurations are applied after it, since growing a limit wakes queued
+//! callers. Listeners and `tracing` events run after the lock is
 //! released: a refusal that anyone observes clones the `Arc` to report outside the lock.
 //!
 //! # Keys, user code and the shard locks
 //!
 //! No user code runs or is dropped under a shard's lock, with one exception: the key's
 //! [`Hash`] (hashed before the lock, with the map's hasher) and [`Eq`] (run by the look-up,
-//! under the lock), as for a std `HashMap` inside a `Mutex`. Keep them plain: a key whose
-//! `eq` calls back into this keyed bulkhead deadlocks. Everything else a key does runs
+//! under the lock), as for a std `HashMap` inside a `Mutex`; a new key's `Hash` and `Eq` also
+//! run under the lock of the keyed level's settings, which finds its configuration override
+//! (a std `HashMap`). Keep them plain: a key whose `hash` or `eq` calls back into this keyed
+//! bulkhead deadlocks. Everything else a key does runs
 //! outside the locks: its `Clone` and `Display` (a new key's copy and its bulkhead's name are
 //! made before its shard is locked), its `Drop` (an evicted entry, or the copy of a key that
 //! another caller created first, is dropped after the lock), as do listeners (a key's
@@ -64,23 +93,29 @@
 use core::fmt;
 use core::future::Future;
 use core::hash::{BuildHasher, Hash};
+use core::pin::Pin;
+use core::task::{ready, Context, Poll};
+use core::time::Duration;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 use hashbrown::HashTable;
+use pin_project_lite::pin_project;
 
-use crate::bulkhead::config::BulkheadConfig;
-use crate::bulkhead::config::ConfigError;
+use crate::bulkhead::config::{BulkheadConfig, ConfigError};
 use crate::bulkhead::error::BulkheadFull;
-use crate::bulkhead::permit::OwnedPermit;
-use crate::bulkhead::permit::Permit;
+use crate::bulkhead::future::AcquireOwned;
+use crate::bulkhead::permit::{Mark, OwnedPermit, Permit};
 use crate::bulkhead::Bulkhead;
 use crate::engine::state::Word;
-use crate::engine::sync::{AtomicBool, AtomicUsize, Mutex, Ordering};
+use crate::engine::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::observe::event::{BulkheadEvent, BulkheadEventKind};
 use crate::observe::metrics::BulkheadMetrics;
+use crate::observe::name::{Name, INLINE_CAPACITY};
 use crate::observe::reason::RejectReason;
+use crate::observe::Listener;
 
 /// A bulkhead per key (tenant, host, route), created on first use from a per-key
 /// configuration, with an optional shared total across keys and a bound on live keys.
@@ -98,7 +133,7 @@ use crate::observe::reason::RejectReason;
 /// # Examples
 ///
 /// ```
-/// use bulkhead::{BulkheadConfig, keyed::{KeyedBulkhead, KeyedFull}};
+/// use bulkhead::{BulkheadConfig, keyed::KeyedBulkhead};
 ///
 /// let tenants = KeyedBulkhead::<String>::builder("api")
 ///     .default_config(BulkheadConfig::builder().max_concurrent_calls(2).build()?)
@@ -110,36 +145,38 @@ use crate::observe::reason::RejectReason;
 /// let a1 = tenants.try_acquire(&"acme".to_owned())?;
 /// let a2 = tenants.try_acquire(&"acme".to_owned())?;
 /// // acme is at its limit of 2; other tenants are not affected.
-/// match tenants.try_acquire(&"acme".to_owned()) {
-///     Err(KeyedFull::Key(full)) => assert_eq!(full.bulkhead_name(), "api/acme"),
-///     other => panic!("{other:?}"),
-/// }
+/// let refused = tenants.try_acquire(&"acme".to_owned()).unwrap_err();
+/// assert_eq!(refused.bulkhead_name(), "api/acme");
 /// let gold: Vec<_> = (0..7).map(|_| tenants.try_acquire(&"gold".to_owned()).unwrap()).collect();
 /// // 9 in flight: the shared total refuses even though gold has a slot left.
-/// assert!(matches!(tenants.try_acquire(&"gold".to_owned()), Err(KeyedFull::Total(_))));
+/// assert_eq!(tenants.try_acquire(&"gold".to_owned()).unwrap_err().bulkhead_name(), "api");
 /// drop((a1, a2, gold));
 /// assert_eq!(tenants.total_metrics().unwrap().in_flight_calls(), 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct KeyedBulkhead<K, S = RandomState> {
     name: String,
-    default: BulkheadConfig,
-    overrides: HashMap<K, BulkheadConfig>,
+    /// Configurations, listeners and counters for every key (see the module docs).
+    settings: Mutex<Settings<K>>,
     max_keys: usize,
     /// The fallback key and its bulkhead: created up front, never evicted, not counted in
     /// `max_keys`.
     fallback: Option<(K, Arc<Bulkhead>)>,
     total: Option<Arc<Bulkhead>>,
     hasher: S,
-    /// The live keys, `shard_mask + 1` shards, each on its own cache line.
+    /// The live keys: a power of two of shards, each on its own cache line.
     shards: Box<[CachePadded<Mutex<Shard<K>>>]>,
-    shard_mask: usize,
     /// Live keys plus places reserved by inserts under way: never below the number of
     /// entries in the shards, never above `max_keys`. Written only when a key is created or
     /// evicted, on its own line.
     live: CachePadded<AtomicUsize>,
     /// Whether [`close`](KeyedBulkhead::close) ran (each shard also has its own flag).
     closed: AtomicBool,
+    /// A bulkhead that admits no call, closed by [`close`](KeyedBulkhead::close): drained
+    /// exactly when closed, so the drain waits wait on it for the close.
+    close_signal: Bulkhead,
+    /// How many calls the keyed level refused with `TooManyKeys`.
+    refused_keys: AtomicU64,
 }
 
 /// One shard of the live keys, and whether a close has passed it, under the shard's lock, so
@@ -158,6 +195,8 @@ struct Entry<K> {
     hash: u64,
     key: Arc<K>,
     bulkhead: Arc<Bulkhead>,
+    /// How many of the keyed level's listeners are registered on `bulkhead`.
+    listeners: usize,
 }
 
 /// The default bound on live keys: 1 024.
@@ -343,11 +382,18 @@ where
         }
         let shards = self.shards.unwrap_or_else(default_shards).clamp(1, MAX_SHARDS);
         let shards = shards.next_power_of_two();
+        let closed_config = BulkheadConfig::builder().max_concurrent_calls(0).build()?;
         let mut keyed = KeyedBulkhead {
             total: self.total.map(|config| Arc::new(Bulkhead::new(self.name.clone(), config))),
+            close_signal: Bulkhead::new(self.name.clone(), closed_config),
             name: self.name,
-            default: self.default,
-            overrides: self.overrides,
+            settings: Mutex::new(Settings {
+                default: self.default,
+                overrides: self.overrides,
+                version: 0,
+                listeners: Vec::new(),
+                counting: false,
+            }),
             max_keys: self.max_keys,
             fallback: None,
             hasher: self.hasher,
@@ -356,12 +402,12 @@ where
                     CachePadded::new(Mutex::new(Shard { table: HashTable::new(), closed: false }))
                 })
                 .collect(),
-            shard_mask: shards - 1,
             live: CachePadded::new(AtomicUsize::new(0)),
             closed: AtomicBool::new(false),
+            refused_keys: AtomicU64::new(0),
         };
         if let Some(key) = self.fallback {
-            let bulkhead = Arc::new(keyed.new_bulkhead(&key));
+            let bulkhead = Arc::new(keyed.new_bulkhead(&key).0);
             keyed.fallback = Some((key, bulkhead));
         }
         Ok(keyed)
@@ -388,8 +434,8 @@ impl<K, S> KeyedBulkhead<K, S> {
     /// assert!(!tenants.close(), "already closed");
     /// assert!(tenants.is_closed());
     /// // A live key and a key created after the close both refuse.
-    /// assert_eq!(tenants.try_acquire(&1).unwrap_err().reason(), Some(RejectReason::Closed));
-    /// assert_eq!(tenants.try_acquire(&2).unwrap_err().reason(), Some(RejectReason::Closed));
+    /// assert_eq!(tenants.try_acquire(&1).unwrap_err().reason(), RejectReason::Closed);
+    /// assert_eq!(tenants.try_acquire(&2).unwrap_err().reason(), RejectReason::Closed);
     /// assert!(!tenants.wait_drained(Duration::ZERO), "a call is still in flight");
     /// drop(in_flight);
     /// assert!(tenants.wait_drained(Duration::from_secs(1)));
@@ -403,13 +449,16 @@ impl<K, S> KeyedBulkhead<K, S> {
             return false;
         }
         self.close_keys();
+        // Last: a `drained` or `wait_drained` that sees it closes the keys again itself.
+        self.close_signal.close();
         true
     }
 
     /// Closes every shard (a key created in it afterwards is created closed), every live
-    /// key, the fallback key and the total, and returns the live keys' bulkheads. One shard
-    /// locked at a time; closing twice is harmless (`Bulkhead::close` is idempotent), so
-    /// `wait_drained` runs it too and never misses a key a close still under way would reach.
+    /// key, the fallback key and the total, and returns the live keys' bulkheads and the
+    /// fallback key's. One shard locked at a time; closing twice is harmless
+    /// (`Bulkhead::close` is idempotent), so the drain waits run it too and never miss a key
+    /// a close still under way would reach.
     fn close_keys(&self) -> Vec<Arc<Bulkhead>> {
         let mut live = Vec::new();
         for shard in self.shards.iter() {
@@ -417,7 +466,8 @@ impl<K, S> KeyedBulkhead<K, S> {
             shard.closed = true;
             live.extend(shard.table.iter().map(|entry| Arc::clone(&entry.bulkhead)));
         }
-        for bulkhead in live.iter().chain(self.fallback.as_ref().map(|(_, b)| b)) {
+        live.extend(self.fallback.as_ref().map(|(_, b)| Arc::clone(b)));
+        for bulkhead in &live {
             bulkhead.close();
         }
         if let Some(total) = &self.total {
@@ -427,39 +477,95 @@ impl<K, S> KeyedBulkhead<K, S> {
     }
 
     /// Whether [`close`](Self::close) ran.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = KeyedBulkhead::<u32>::builder("api").build()?;
+    /// assert!(!tenants.is_closed());
+    /// tenants.close();
+    /// assert!(tenants.is_closed());
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
     pub fn is_closed(&self) -> bool {
         // Ordering: Relaxed — a lone flag (see `close`); nothing is read through it.
         self.closed.load(Ordering::Relaxed)
     }
 
-    /// After [`close`](Self::close), waits until no call is in flight on any key (nor on the
-    /// total), for at most `timeout` in all. Returns `true` if it is drained; `false` at
-    /// once if it is not closed (unlike [`Bulkhead::wait_drained`], it does not wait for
-    /// another thread to close it).
+    /// Waits until the keyed bulkhead is closed and no call is in flight on any key (nor on
+    /// the total), for at most `timeout` in all. Returns `true` if it is drained, `false` if
+    /// `timeout` passed first. Like [`Bulkhead::wait_drained`], it waits for
+    /// [`close`](Self::close) too: call it after `close`, or on a thread that waits for
+    /// another to close.
     ///
     /// # Blocking
     ///
-    /// Blocks the calling thread for up to `timeout`.
+    /// Blocks the calling thread for up to `timeout`. In async code use
+    /// [`drained`](Self::drained).
     ///
     /// # Panics
     ///
     /// As [`Bulkhead::wait_drained`]: if it would wait on a thread that polls async tasks.
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = Arc::new(KeyedBulkhead::<u32>::builder("api").build()?);
+    /// let permit = tenants.try_acquire_owned(&7)?;
+    /// let worker = std::thread::spawn(move || {
+    ///     std::thread::sleep(Duration::from_millis(10)); // the call in flight
+    ///     drop(permit);
+    /// });
+    /// assert!(!tenants.wait_drained(Duration::ZERO), "not closed yet");
+    /// tenants.close();
+    /// assert!(tenants.wait_drained(Duration::from_secs(10)));
+    /// worker.join().unwrap();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use = "false means calls were still in flight when the timeout passed"]
     pub fn wait_drained(&self, timeout: std::time::Duration) -> bool {
         // The engine's clock (src/engine/sync.rs), so a model's clock drives this deadline too.
         let clock = crate::engine::sync::Clock::new();
         let deadline = clock.deadline(clock.now(), timeout);
         let left = || deadline.map_or(timeout, |d| clock.between(clock.now(), d));
-        if !self.is_closed() {
+        // The signal admits no call: it is drained exactly when it is closed.
+        if !self.close_signal.wait_drained(timeout) {
             return false;
         }
         // Closes what a close still under way on another thread has not reached yet, so no
         // key created after this snapshot of its shard can admit a call.
-        let mut all = self.close_keys();
-        all.extend(self.fallback.as_ref().map(|(_, b)| Arc::clone(b)));
+        let all = self.close_keys();
         // Key slots are released before the total's: the keys drain first.
         all.iter().all(|bulkhead| bulkhead.wait_drained(left()))
             && self.total.as_ref().map_or(true, |total| total.wait_drained(left()))
+    }
+
+    /// Completes when the keyed bulkhead is closed and no call is in flight on any key (nor
+    /// on the total): the async [`wait_drained`](Self::wait_drained). Bound it with your
+    /// runtime's timeout.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future leaves the drain wait and changes nothing else.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = KeyedBulkhead::<u32>::builder("api").build()?;
+    /// let permit = tenants.try_acquire(&7)?;
+    /// tenants.close();
+    /// drop(permit);
+    /// futures::executor::block_on(tenants.drained());
+    /// assert_eq!(tenants.key_metrics(&7).unwrap().in_flight_calls(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn drained(&self) {
+        self.close_signal.drained().await;
+        let all = self.close_keys();
+        for bulkhead in &all {
+            bulkhead.drained().await;
+        }
+        if let Some(total) = &self.total {
+            total.drained().await;
+        }
     }
 
     /// How many keys are live (the fallback key not counted).
@@ -479,7 +585,6 @@ impl<K, S> KeyedBulkhead<K, S> {
         // lock, with the key inserted).
         self.live.load(Ordering::Relaxed)
     }
-
     /// How many shards hold the live keys (a power of two): [`KeyedBulkheadBuilder::shards`].
     ///
     /// ```
@@ -558,9 +663,11 @@ where
     K: Eq + Hash + Clone + fmt::Display,
     S: BuildHasher,
 {
-    /// The configuration `key` gets: its override, or the default.
+    /// The configuration `key` gets: its override, or the default (as last changed by
+    /// [`change_key_config`](Self::change_key_config) or
+    /// [`change_default_config`](Self::change_default_config)).
     pub fn config_for(&self, key: &K) -> BulkheadConfig {
-        self.overrides.get(key).unwrap_or(&self.default).clone()
+        self.settings.lock().config_for(key).clone()
     }
 
     /// The most keys live at once (the fallback key not counted).
@@ -568,8 +675,14 @@ where
         self.max_keys
     }
 
-    fn new_bulkhead(&self, key: &K) -> Bulkhead {
-        Bulkhead::new(format!("{}/{}", self.name, key), self.config_for(key))
+    /// A new bulkhead for `key` and the settings version its configuration was read at.
+    fn new_bulkhead(&self, key: &K) -> (Bulkhead, u64) {
+        let (config, version) = {
+            let settings = self.settings.lock();
+            (settings.config_for(key).clone(), settings.version)
+        };
+        // The name (the key's `Display`) is made after the settings lock is released.
+        (Bulkhead::new(format!("{}/{}", self.name, key), config), version)
     }
 
     /// The shard of a key with this hash. Bits 40.. of the hash: not the low bits the
@@ -577,40 +690,51 @@ where
     /// of one shard still spread over its buckets and tags.
     #[inline]
     fn shard(&self, hash: u64) -> &Mutex<Shard<K>> {
-        &self.shards[(hash >> 40) as usize & self.shard_mask]
+        // The mask is the length less one (a power of two): the length is loaded for the
+        // bounds check anyway, so no separate mask field is read.
+        let shards = &self.shards;
+        &shards[(hash >> 40) as usize & (shards.len() - 1)]
     }
 
     /// The bulkhead of `key`, created if it is not live: the fallback key's when the map is
     /// full and nothing is idle, an error if there is no fallback key. The `Arc` is cloned
     /// under the shard's lock (eviction, which also holds it, sees the clone).
-    pub(crate) fn bulkhead_for(&self, key: &K) -> Result<Arc<Bulkhead>, KeyedFull> {
-        if let Some((fallback, bulkhead)) = &self.fallback {
-            if fallback == key {
-                return Ok(Arc::clone(bulkhead));
-            }
-        }
+    pub(crate) fn bulkhead_for(&self, key: &K) -> Result<Arc<Bulkhead>, BulkheadFull> {
         let hash = self.hasher.hash_one(key);
         if let Some(entry) = self.shard(hash).lock().table.find(hash, |e| *e.key == *key) {
             return Ok(Arc::clone(&entry.bulkhead));
         }
-        self.insert(key, hash)
+        match self.fallback_bulkhead(key) {
+            Some(fallback) => Ok(Arc::clone(fallback)),
+            None => self.insert(key, hash),
+        }
     }
 
-    /// A slot of `key` without waiting: [`try_acquire`](Self::try_acquire)'s first level.
-    /// A live key's slot is taken under its shard's lock from the map's own `Arc`, cloned
-    /// only for a permit (or for a refusal someone observes, reported after the lock).
+    /// The fallback key's bulkhead if `key` is the fallback key. Asked only after the
+    /// shards missed (the fallback key is never in them), so a live key's hit path does not
+    /// compare it with the fallback key.
     #[inline]
-    fn try_key(&self, key: &K) -> Result<OwnedPermit, KeyedFull> {
-        if let Some((fallback, bulkhead)) = &self.fallback {
-            if fallback == key {
-                return bulkhead.try_acquire_owned().map_err(KeyedFull::Key);
-            }
-        }
+    fn fallback_bulkhead(&self, key: &K) -> Option<&Arc<Bulkhead>> {
+        self.fallback.as_ref().filter(|(fallback, _)| fallback == key).map(|(_, b)| b)
+    }
+
+    /// A slot of `key` without waiting, `wrap`ped: [`try_acquire`](Self::try_acquire)'s
+    /// first level. A live key's slot is taken under its shard's lock from the map's own
+    /// `Arc`, cloned only for a permit (or for a refusal someone observes, reported after
+    /// the lock). The result is built in the caller's type (`wrap`): converting a
+    /// `Result<OwnedPermit, _>` into a `Result<KeyedPermit, _>` afterwards copied the error
+    /// a second time (callgrind: 9 instructions per call, `benches/results/keyed.md`).
+    #[inline]
+    fn try_key<P>(
+        &self,
+        key: &K,
+        wrap: impl FnOnce(Arc<Bulkhead>, Mark) -> P,
+    ) -> Result<P, BulkheadFull> {
         let hash = self.hasher.hash_one(key);
         let shard = self.shard(hash).lock();
         let Some(entry) = shard.table.find(hash, |e| *e.key == *key) else {
             drop(shard);
-            return self.insert(key, hash)?.try_acquire_owned().map_err(KeyedFull::Key);
+            return self.try_new_key(key, hash).map(|(bulkhead, mark)| wrap(bulkhead, mark));
         };
         match entry.bulkhead.sem().try_acquire() {
             Ok(word) => {
@@ -618,37 +742,55 @@ where
                 drop(shard);
                 // Listeners run outside the shard's lock.
                 let mark = bulkhead.permitted(word);
-                Ok(OwnedPermit::from_acquired(bulkhead, mark))
+                Ok(wrap(bulkhead, mark))
             }
             // Unobserved: building the error runs no user code and writes nothing shared;
             // the guard is released after the error is built. `refuse_unobserved` notifies
             // no one even if a `tracing` subscriber became interested since `observed` looked.
-            Err(word) if !observed(word) => {
-                Err(KeyedFull::Key(entry.bulkhead.refuse_unobserved(word)))
-            }
+            Err(word) if !observed(word) => Err(entry.bulkhead.refuse_unobserved(word)),
             Err(word) => {
                 // Someone observes: report after the lock, on a clone of the `Arc`.
                 let bulkhead = Arc::clone(&entry.bulkhead);
                 drop(shard);
-                Err(KeyedFull::Key(bulkhead.refuse(word)))
+                Err(bulkhead.refuse(word))
             }
         }
+    }
+
+    /// [`try_key`](Self::try_key) for a key not in the shards: the fallback key, or a new
+    /// key (created).
+    #[cold]
+    #[inline(never)]
+    fn try_new_key(&self, key: &K, hash: u64) -> Result<(Arc<Bulkhead>, Mark), BulkheadFull> {
+        let bulkhead = match self.fallback_bulkhead(key) {
+            Some(fallback) => Arc::clone(fallback),
+            None => self.insert(key, hash)?,
+        };
+        take(bulkhead, Bulkhead::try_acquire)
     }
 
     /// Creates `key` (hash `hash`) in its shard, unless another caller did meanwhile: a place
     /// is reserved in the global count first, so the bound holds across shards. At the bound,
     /// evicts every idle key (shard by shard, without this shard's lock) and tries once more;
-    /// then the fallback key, or [`KeyedFull::TooManyKeys`]. After [`close`](Self::close),
-    /// a new key is not inserted: the caller gets a closed bulkhead of its own, so it is
-    /// refused with `Closed` (never `TooManyKeys`, however full the map) and takes no place.
+    /// then the fallback key, or a [`RejectReason::TooManyKeys`] refusal. After
+    /// [`close`](Self::close), a new key is not inserted: the caller gets a closed bulkhead
+    /// of its own, so it is refused with `Closed` (never `TooManyKeys`, however full the map)
+    /// and takes no place.
     ///
     /// The key's clone and its bulkhead's name (the key's `Display`) are user code: they are
     /// made before the shard's lock is taken, and dropped after it is released when another
     /// caller created the key first. Only the key's `Hash` and `Eq` run under the lock.
+    ///
+    /// Under the shard's lock the new bulkhead is brought up to date with the keyed level's
+    /// settings (a configuration changed since it was read, listeners, counters): a
+    /// `change_*_config`, `on_event` or `enable_counters` either finds the entry when it
+    /// walks this shard, or updated the settings before that walk locked the shard, and so
+    /// before this lock.
     #[cold]
     #[inline(never)]
-    fn insert(&self, key: &K, hash: u64) -> Result<Arc<Bulkhead>, KeyedFull> {
-        let mut new = Some((Arc::new(key.clone()), Arc::new(self.new_bulkhead(key))));
+    fn insert(&self, key: &K, hash: u64) -> Result<Arc<Bulkhead>, BulkheadFull> {
+        let (bulkhead, version) = self.new_bulkhead(key);
+        let mut new = Some((Arc::new(key.clone()), Arc::new(bulkhead)));
         for attempt in 0..2 {
             if attempt == 1 {
                 // No shard lock is held here: `evict_idle` takes them one at a time.
@@ -665,8 +807,11 @@ where
             // Ordering: Relaxed — a lone flag (see `close`); `close_keys` also sets this
             // shard's flag under this lock, which covers a close that has passed the shard.
             if shard.closed || self.closed.load(Ordering::Relaxed) {
+                let (copy, bulkhead) = new.take().expect("made above, taken once");
+                self.settings.lock().bring_up_to_date(key, &bulkhead, version);
                 drop(shard);
-                let (_, bulkhead) = new.take().expect("made above, taken once");
+                // The key's copy (user code in its `Drop`) goes after the lock.
+                drop(copy);
                 // Closed before this key was created: it refuses as the others do, and it is
                 // not inserted (it would take a place and could never admit anyone).
                 bulkhead.close();
@@ -676,7 +821,8 @@ where
                 continue;
             }
             let (key, bulkhead) = new.take().expect("made above, taken once");
-            let entry = Entry { hash, key, bulkhead: Arc::clone(&bulkhead) };
+            let listeners = self.settings.lock().bring_up_to_date(&key, &bulkhead, version);
+            let entry = Entry { hash, key, bulkhead: Arc::clone(&bulkhead), listeners };
             // The place is the entry's now: `evict_idle` gives it back. Nothing between the
             // reservation and here runs user code or can fail.
             shard.table.insert_unique(hash, entry, |e| e.hash);
@@ -708,22 +854,36 @@ where
         }
     }
 
+    /// The refusal of a new key the map has no room for: named `"{name}/{key}"` (shortened
+    /// to fit inline, never interned: refused keys may be unbounded), counted, and told to
+    /// the keyed level's listeners (outside every lock). A rare, cold path: it allocates.
     #[cold]
-    fn too_many_keys(&self, key: &K) -> KeyedFull {
-        KeyedFull::TooManyKeys {
-            name: self.name.clone(),
-            key: key.to_string(),
-            max_keys: self.max_keys,
+    fn too_many_keys(&self, key: &K) -> BulkheadFull {
+        let name = transient_name(format!("{}/{}", self.name, key));
+        // Ordering: Relaxed — a statistic read for its value alone.
+        self.refused_keys.fetch_add(1, Ordering::Relaxed);
+        let kind = BulkheadEventKind::CallRejected(RejectReason::TooManyKeys);
+        let listeners = self.settings.lock().active_listeners();
+        if !listeners.is_empty() {
+            let event = BulkheadEvent::new(name, kind);
+            for listener in &listeners {
+                // As `Listeners::emit`: a panicking listener is caught and ignored.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    listener(&event);
+                }));
+            }
         }
+        BulkheadFull::new(name, self.max_keys, RejectReason::TooManyKeys, Duration::ZERO)
     }
 
     /// Takes a slot of `key` and, with a total, one of the total. Never waits.
     ///
     /// # Errors
     ///
-    /// [`KeyedFull::Key`] if the key is full (reason `Full` or `Closed`),
-    /// [`KeyedFull::Total`] if the total is, [`KeyedFull::TooManyKeys`] if `key` is new,
-    /// `max_keys` keys are busy and there is no fallback key. No slot is held after an error.
+    /// A [`BulkheadFull`] naming the level that refused: the key's bulkhead
+    /// (`"{name}/{key}"`, reason `Full` or `Closed`), the total (`name`), or
+    /// [`RejectReason::TooManyKeys`] if `key` is new, `max_keys` keys are busy and there is
+    /// no fallback key. No slot is held after an error.
     ///
     /// ```
     /// use bulkhead::{BulkheadConfig, RejectReason, keyed::KeyedBulkhead};
@@ -732,14 +892,24 @@ where
     ///     .build()?;
     /// let _held = hosts.try_acquire(&"a.example")?;
     /// let refused = hosts.try_acquire(&"a.example").unwrap_err();
-    /// assert_eq!(refused.reason(), Some(RejectReason::Full));
+    /// assert_eq!(refused.reason(), RejectReason::Full);
+    /// assert_eq!(refused.bulkhead_name(), "hosts/a.example");
     /// assert!(hosts.try_acquire(&"b.example").is_ok());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn try_acquire(&self, key: &K) -> Result<KeyedPermit<'_>, KeyedFull> {
-        let key_permit = self.try_key(key)?;
-        let total = self.total.as_deref().map(Bulkhead::try_acquire);
-        both(key_permit, total)
+    #[inline]
+    pub fn try_acquire(&self, key: &K) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        match self.total.as_deref() {
+            // Without a total the key's result is the call's: no second `Result` to build.
+            None => {
+                self.try_key(key, |key, mark| KeyedPermit { key: KeySlot(key, mark), total: None })
+            }
+            Some(total) => {
+                let key_permit = self.try_key(key, KeySlot)?;
+                both(key_permit, Some(total.try_acquire()))
+                    .map(|(key, total)| KeyedPermit { key, total })
+            }
+        }
     }
 
     /// Takes a slot of `key`, waiting up to the key's `max_wait_duration`, then one of the
@@ -755,6 +925,10 @@ where
     /// As [`try_acquire`](Self::try_acquire), with the waiting reasons of the level that
     /// refused (`WaitTimedOut`, `TooManyWaiting`).
     ///
+    /// # Panics
+    ///
+    /// As [`Bulkhead::acquire`]: if it would wait on a thread that polls async tasks.
+    ///
     /// ```
     /// use bulkhead::keyed::KeyedBulkhead;
     /// let hosts = KeyedBulkhead::<&str>::builder("hosts").build()?;
@@ -762,20 +936,66 @@ where
     /// assert_eq!(permit.key_bulkhead().name(), "hosts/a.example");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn acquire(&self, key: &K) -> Result<KeyedPermit<'_>, KeyedFull> {
-        let bulkhead = self.bulkhead_for(key)?;
-        let key_permit = bulkhead.acquire_owned().map_err(KeyedFull::Key)?;
+    pub fn acquire(&self, key: &K) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
+        let key_permit = KeySlot(bulkhead, mark);
         let total = self.total.as_deref().map(Bulkhead::acquire);
-        both(key_permit, total)
+        both(key_permit, total).map(|(key, total)| KeyedPermit { key, total })
+    }
+
+    /// Takes a slot of `key` and, with a total, one of the total, waiting at most `wait` in
+    /// all (instead of the configured max waits): the total gets what the key's wait left.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread for up to `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire), with `wait` as the max wait. A refusal of the total
+    /// reports the total's own wait in [`BulkheadFull::waited`].
+    ///
+    /// # Panics
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{BulkheadConfig, RejectReason, keyed::KeyedBulkhead};
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts")
+    ///     .default_config(BulkheadConfig::builder().max_concurrent_calls(1).build()?)
+    ///     .build()?;
+    /// let _held = hosts.try_acquire(&"a.example")?;
+    /// let err = hosts.acquire_timeout(&"a.example", Duration::from_micros(300)).unwrap_err();
+    /// assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+    /// assert!(err.waited() >= Duration::from_micros(300));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_timeout(
+        &self,
+        key: &K,
+        wait: Duration,
+    ) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        let clock = crate::engine::sync::Clock::new();
+        let deadline = clock.deadline(clock.now(), wait);
+        let (bulkhead, mark) = take(self.bulkhead_for(key)?, |b| b.acquire_timeout(wait))?;
+        let key_permit = KeySlot(bulkhead, mark);
+        let total = self.total.as_deref().map(|total| {
+            // What the key's wait left of `wait`.
+            total.acquire_timeout(deadline.map_or(wait, |d| clock.between(clock.now(), d)))
+        });
+        both(key_permit, total).map(|(key, total)| KeyedPermit { key, total })
     }
 
     /// The async [`acquire`](Self::acquire): waits for a slot of `key` up to the key's max
-    /// wait, then for one of the total up to the total's.
+    /// wait, then for one of the total up to the total's, on any executor (the bulkheads'
+    /// own deadlines, as [`Bulkhead::acquire_async`]).
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future at any point leaks nothing: a pending wait is withdrawn (a slot
-    /// granted meanwhile is passed on), and a key slot already taken is released.
+    /// Cancel safe. Dropping the future at any point leaks nothing: a pending wait is
+    /// withdrawn (a slot granted meanwhile is passed on), and a key slot already taken is
+    /// released.
     ///
     /// # Errors
     ///
@@ -791,14 +1011,162 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(()) })?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub async fn acquire_async(&self, key: &K) -> Result<KeyedPermit<'_>, KeyedFull> {
+    pub async fn acquire_async(&self, key: &K) -> Result<KeyedPermit<'_>, BulkheadFull> {
         let bulkhead = self.bulkhead_for(key)?;
-        let key_permit = bulkhead.acquire_owned_async().await.map_err(KeyedFull::Key)?;
-        let total = match &self.total {
-            Some(total) => Some(total.acquire_async().await),
+        // The slot goes to the key's part of the permit, on the same `Arc`.
+        let mark = bulkhead.acquire_async().await?.into_mark();
+        let key_permit = KeySlot(bulkhead, mark);
+        let total = match self.total.as_deref() {
             None => None,
+            Some(total) => Some(total.acquire_async().await),
         };
-        both(key_permit, total)
+        both(key_permit, total).map(|(key, total)| KeyedPermit { key, total })
+    }
+
+    /// Waits asynchronously for a slot of `key`, then of the total, each up to its
+    /// configured max wait bounded by a sleep future that `make_sleep` builds from that
+    /// duration: no timer of the crate's is used, so it works with any runtime's sleep.
+    ///
+    /// `make_sleep` is called only for a level where the caller really has to wait (never
+    /// when a slot is free, nor when the max wait is zero or unbounded), so at most twice
+    /// (once per level): it is `FnMut`, where [`Bulkhead::acquire_async_with_sleep`] takes
+    /// an `FnOnce`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); [`RejectReason::WaitTimedOut`] when a level's sleep
+    /// completes first.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{BulkheadConfig, RejectReason, keyed::KeyedBulkhead};
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts")
+    ///     .default_config(
+    ///         BulkheadConfig::builder()
+    ///             .max_concurrent_calls(1)
+    ///             .max_wait_duration(Duration::from_secs(60))
+    ///             .build()?,
+    ///     )
+    ///     .build()?;
+    /// let _held = hosts.try_acquire(&"a.example")?;
+    /// // A "sleep" that is already over: the wait times out on its first poll.
+    /// let err = futures::executor::block_on(
+    ///     hosts.acquire_async_with_sleep(&"a.example", |_wait| std::future::ready(())),
+    /// )
+    /// .unwrap_err();
+    /// assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+    /// assert_eq!(err.bulkhead_name(), "hosts/a.example");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn acquire_async_with_sleep<M, F>(
+        &self,
+        key: &K,
+        mut make_sleep: M,
+    ) -> Result<KeyedPermit<'_>, BulkheadFull>
+    where
+        M: FnMut(Duration) -> F,
+        F: Future<Output = ()>,
+    {
+        let bulkhead = self.bulkhead_for(key)?;
+        let permit = bulkhead.acquire_async_with_sleep(&mut make_sleep).await?;
+        // The slot moves to the key's part of the permit on the same `Arc`: no release in
+        // between.
+        let mark = permit.into_mark();
+        let key_permit = KeySlot(bulkhead, mark);
+        let total = match self.total.as_deref() {
+            None => None,
+            Some(total) => Some(total.acquire_async_with_sleep(&mut make_sleep).await),
+        };
+        both(key_permit, total).map(|(key, total)| KeyedPermit { key, total })
+    }
+
+    /// Takes an owned slot of `key` (and of the total) if free. Never waits. The permit
+    /// holds the key's bulkhead and the total by `Arc`, so it is `Send + 'static` and can
+    /// move to another task or thread; holding it keeps its key live (not idle).
+    ///
+    /// Unlike [`Bulkhead::try_acquire_owned`] it takes `&self`: the permit needs the key's
+    /// bulkhead, not the keyed bulkhead (call it on an `Arc<KeyedBulkhead>` just the same).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = Arc::new(KeyedBulkhead::<u64>::builder("api").build()?);
+    /// let permit = tenants.try_acquire_owned(&42)?;
+    /// std::thread::spawn(move || drop(permit)).join().unwrap();
+    /// assert_eq!(tenants.key_metrics(&42).unwrap().in_flight_calls(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_acquire_owned(&self, key: &K) -> Result<OwnedKeyedPermit, BulkheadFull> {
+        let key_permit = self.try_key(key, OwnedPermit::from_acquired)?;
+        let total = self.total.as_ref().map(Bulkhead::try_acquire_owned);
+        both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
+    }
+
+    /// Takes an owned slot of `key` (and of the total), waiting as
+    /// [`acquire`](Self::acquire) does.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread as [`acquire`](Self::acquire) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Panics
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build()?;
+    /// let permit = tenants.acquire_owned(&42)?;
+    /// assert_eq!(permit.key_bulkhead().name(), "api/42");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_owned(&self, key: &K) -> Result<OwnedKeyedPermit, BulkheadFull> {
+        let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
+        let key_permit = OwnedPermit::from_acquired(bulkhead, mark);
+        let total = self.total.as_ref().map(Bulkhead::acquire_owned);
+        both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
+    }
+
+    /// Waits asynchronously for an owned slot of `key`, then of the total, as
+    /// [`acquire_async`](Self::acquire_async) does. The key is looked up (and created) when
+    /// this is called; the future holds the key's bulkhead and the total by `Arc`, borrows
+    /// nothing, and is `Send + 'static`, so it can be spawned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire_async`](Self::acquire_async). A future that is dropped
+    /// without being polled holds only the key's `Arc`, which keeps the key live until then.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire) (a `TooManyKeys` refusal is the future's output).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let tenants = Arc::new(KeyedBulkhead::<u64>::builder("api").build()?);
+    /// let permit = tokio::spawn(tenants.acquire_owned_async(&42)).await??;
+    /// assert_eq!(tenants.key_metrics(&42).unwrap().in_flight_calls(), 1);
+    /// drop(permit);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_owned_async(&self, key: &K) -> AcquireOwnedKeyed {
+        AcquireOwnedKeyed::new(self.bulkhead_for(key), self.total.clone())
     }
 
     /// Runs `f` on the calling thread with a slot of `key` (and of the total) held; the
@@ -806,7 +1174,7 @@ where
     ///
     /// # Blocking
     ///
-    /// Waits like [`acquire`](Self::acquire).
+    /// Waits like [`acquire`](Self::acquire), then for as long as `f` runs.
     ///
     /// # Errors
     ///
@@ -818,7 +1186,7 @@ where
     /// assert_eq!(tenants.call(&42, || "done")?, "done");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn call<T>(&self, key: &K, f: impl FnOnce() -> T) -> Result<T, KeyedFull> {
+    pub fn call<T>(&self, key: &K, f: impl FnOnce() -> T) -> Result<T, BulkheadFull> {
         let _permit = self.acquire(key)?;
         Ok(f())
     }
@@ -843,15 +1211,145 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(()) })?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub async fn call_async<F: Future>(&self, key: &K, fut: F) -> Result<F::Output, KeyedFull> {
+    pub async fn call_async<F: Future>(&self, key: &K, fut: F) -> Result<F::Output, BulkheadFull> {
         let _permit = self.acquire_async(key).await?;
         Ok(fut.await)
     }
 
-    /// The shared total, shared (for owned acquires: the tower layer's response future).
-    #[cfg(feature = "tower")]
-    pub(crate) fn total_arc(&self) -> Option<&Arc<Bulkhead>> {
-        self.total.as_ref()
+    /// Runs `f`, which can fail, with a slot of `key` (and of the total) held, and gives its
+    /// result with a refusal mapped into `E` by `From<BulkheadFull>`: the keyed
+    /// [`Bulkhead::call_fallible`], with the same error mapping (a keyed refusal is a
+    /// [`BulkheadFull`] whatever level refused).
+    ///
+    /// # Blocking
+    ///
+    /// Waits like [`acquire`](Self::acquire), then for as long as `f` runs.
+    ///
+    /// # Errors
+    ///
+    /// `E::from(BulkheadFull)` when no slot was granted (`f` does not run); otherwise what
+    /// `f` gave.
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, BulkheadFull, keyed::KeyedBulkhead};
+    ///
+    /// #[derive(Debug, PartialEq)]
+    /// enum PortError {
+    ///     NotFound,
+    ///     TemporarilyUnavailable(String),
+    /// }
+    /// impl From<BulkheadFull> for PortError {
+    ///     fn from(full: BulkheadFull) -> Self {
+    ///         PortError::TemporarilyUnavailable(full.bulkhead_name().to_owned())
+    ///     }
+    /// }
+    ///
+    /// let tenants = KeyedBulkhead::<u64>::builder("api")
+    ///     .default_config(BulkheadConfig::builder().max_concurrent_calls(1).build().unwrap())
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(tenants.call_fallible(&7, || Err::<u8, _>(PortError::NotFound)), Err(PortError::NotFound));
+    /// let _busy = tenants.try_acquire(&7).unwrap();
+    /// assert_eq!(
+    ///     tenants.call_fallible(&7, || Ok::<_, PortError>(1)),
+    ///     Err(PortError::TemporarilyUnavailable("api/7".to_owned()))
+    /// );
+    /// ```
+    pub fn call_fallible<T, E>(&self, key: &K, f: impl FnOnce() -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<BulkheadFull>,
+    {
+        let _permit = self.acquire(key)?;
+        f()
+    }
+
+    /// Awaits `fut`, which can fail, with a slot of `key` (and of the total) held, and gives
+    /// its result with a refusal mapped into `E` by `From<BulkheadFull>`: the keyed
+    /// [`Bulkhead::call_async_fallible`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call_async`](Self::call_async).
+    ///
+    /// # Errors
+    ///
+    /// `E::from(BulkheadFull)` when no slot was granted (`fut` is dropped without being
+    /// polled); otherwise what `fut` gave.
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadFull, keyed::KeyedBulkhead};
+    ///
+    /// #[derive(Debug, PartialEq)]
+    /// struct Unavailable;
+    /// impl From<BulkheadFull> for Unavailable {
+    ///     fn from(_: BulkheadFull) -> Self {
+    ///         Unavailable
+    ///     }
+    /// }
+    ///
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build().unwrap();
+    /// let rate = futures::executor::block_on(
+    ///     tenants.call_async_fallible(&7, async { Ok::<_, Unavailable>(91.5) }),
+    /// );
+    /// assert_eq!(rate, Ok(91.5));
+    /// ```
+    pub async fn call_async_fallible<T, E, F>(&self, key: &K, fut: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<BulkheadFull>,
+    {
+        let _permit = self.acquire_async(key).await?;
+        fut.await
+    }
+
+    /// The fallible async call on an owned permit: like
+    /// [`call_async_fallible`](Self::call_async_fallible), but the returned future holds
+    /// the key's bulkhead and the total by `Arc` instead of borrowing, so it is `'static`
+    /// (and `Send` when `fut` is) and can be given to `tokio::spawn`. The key is looked up
+    /// when this is called, the slots are taken when the future is first polled.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call_async`](Self::call_async).
+    ///
+    /// # Errors
+    ///
+    /// `E::from(BulkheadFull)` when no slot was granted (`fut` is dropped without being
+    /// polled); otherwise what `fut` gave.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{BulkheadFull, keyed::KeyedBulkhead};
+    ///
+    /// #[derive(Debug, PartialEq)]
+    /// struct Unavailable;
+    /// impl From<BulkheadFull> for Unavailable {
+    ///     fn from(_: BulkheadFull) -> Self {
+    ///         Unavailable
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let tenants = Arc::new(KeyedBulkhead::<u64>::builder("api").build().unwrap());
+    /// let task = tokio::spawn(tenants.call_owned_async_fallible(&7, async { Ok::<_, Unavailable>(7) }));
+    /// assert_eq!(task.await.unwrap(), Ok(7));
+    /// # }
+    /// ```
+    pub fn call_owned_async_fallible<T, E, F>(
+        &self,
+        key: &K,
+        fut: F,
+    ) -> impl Future<Output = Result<T, E>> + 'static
+    where
+        F: Future<Output = Result<T, E>> + 'static,
+        E: From<BulkheadFull>,
+    {
+        let acquire = self.acquire_owned_async(key);
+        async move {
+            let _permit = acquire.await?;
+            fut.await
+        }
     }
 
     /// The shared total, if one is configured.
@@ -867,19 +1365,19 @@ where
     /// A snapshot of `key`'s metrics, if it is live (or is the fallback key). Does not
     /// create the key.
     pub fn key_metrics(&self, key: &K) -> Option<BulkheadMetrics> {
-        if let Some((fallback, bulkhead)) = &self.fallback {
-            if fallback == key {
-                return Some(bulkhead.metrics());
-            }
+        if let Some(fallback) = self.fallback_bulkhead(key) {
+            return Some(fallback.metrics());
         }
         let hash = self.hasher.hash_one(key);
         let shard = self.shard(hash).lock();
         shard.table.find(hash, |e| *e.key == *key).map(|entry| entry.bulkhead.metrics())
     }
 
-    /// The bulkhead of `key`, if it is live (or is the fallback key), to register listeners,
-    /// enable counters or read its configuration. Does not create the key. Holding the
-    /// returned `Arc` keeps the key live: it is not idle, so it is not evicted.
+    /// The bulkhead of `key`, if it is live (or is the fallback key), to read its
+    /// configuration or metrics. Does not create the key. Holding the returned `Arc` keeps
+    /// the key live: it is not idle, so it is not evicted. To hear every key, use the keyed
+    /// level's [`on_event`](Self::on_event) and [`enable_counters`](Self::enable_counters):
+    /// what is registered on one key's bulkhead is lost when the key is evicted.
     ///
     /// ```
     /// use bulkhead::keyed::KeyedBulkhead;
@@ -890,14 +1388,223 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn key_bulkhead(&self, key: &K) -> Option<Arc<Bulkhead>> {
-        if let Some((fallback, bulkhead)) = &self.fallback {
-            if fallback == key {
-                return Some(Arc::clone(bulkhead));
-            }
+        if let Some(fallback) = self.fallback_bulkhead(key) {
+            return Some(Arc::clone(fallback));
         }
         let hash = self.hasher.hash_one(key);
         let shard = self.shard(hash).lock();
         shard.table.find(hash, |e| *e.key == *key).map(|entry| Arc::clone(&entry.bulkhead))
+    }
+
+    /// Registers a listener for the events of every key's bulkhead (those live now and those
+    /// created later, the fallback key's), of the total, and for the keyed level's own
+    /// refusals ([`RejectReason::TooManyKeys`], named `"{name}/{key}"`). Events carry the
+    /// name of the bulkhead they happened to: `"{name}/{key}"` for a key, `name` for the
+    /// total. The returned handle removes the listener from all of them at once.
+    ///
+    /// As for [`Bulkhead::on_event`]: listeners run on the thread where the event happens,
+    /// never under a lock of the keyed bulkhead's; every event of a call that starts after
+    /// this returns reaches the listener; a panicking listener is caught.
+    ///
+    /// How: the keyed level keeps its listeners; a key's bulkhead gets each of them when it
+    /// is created (under its shard's lock), and this walks the live keys (one shard lock at
+    /// a time), so a key created concurrently gets the listener exactly once either way. An
+    /// evicted key's bulkhead goes with its registrations; its next bulkhead gets them again.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use bulkhead::{BulkheadConfig, BulkheadEventKind, RejectReason, keyed::KeyedBulkhead};
+    ///
+    /// let tenants = KeyedBulkhead::<&str>::builder("api")
+    ///     .default_config(BulkheadConfig::builder().max_concurrent_calls(1).build()?)
+    ///     .max_keys(1)
+    ///     .build()?;
+    /// let heard = Arc::new(Mutex::new(Vec::new()));
+    /// let log = Arc::clone(&heard);
+    /// tenants.on_event(move |event| {
+    ///     if let BulkheadEventKind::CallRejected(reason) = event.kind() {
+    ///         log.lock().unwrap().push((event.bulkhead_name().to_owned(), reason));
+    ///     }
+    /// });
+    /// let _acme = tenants.try_acquire(&"acme")?; // created after the listener
+    /// assert!(tenants.try_acquire(&"acme").is_err());
+    /// assert!(tenants.try_acquire(&"globex").is_err());
+    /// assert_eq!(
+    ///     *heard.lock().unwrap(),
+    ///     [
+    ///         ("api/acme".to_owned(), RejectReason::Full),
+    ///         ("api/globex".to_owned(), RejectReason::TooManyKeys),
+    ///     ]
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn on_event(
+        &self,
+        listener: impl Fn(&BulkheadEvent) + Send + Sync + 'static,
+    ) -> crate::ListenerHandle {
+        let listener: Arc<Listener> = Arc::new(listener);
+        let active = Arc::new(AtomicBool::new(true));
+        self.settings.lock().listeners.push((Arc::clone(&listener), Arc::clone(&active)));
+        // The bulkheads that are not in the shards: the fallback key's and the total.
+        for bulkhead in self.fallback.iter().map(|(_, b)| b).chain(&self.total) {
+            bulkhead.add_listener(shared_listener(&listener), Arc::clone(&active));
+        }
+        self.update_live_keys();
+        crate::ListenerHandle { active }
+    }
+
+    /// Starts counting calls on every key's bulkhead (live and created later), the fallback
+    /// key's and the total ([`Bulkhead::enable_counters`]); each key's
+    /// [`key_metrics`](Self::key_metrics) then reports its counts.
+    /// [`KeyedMetrics::too_many_keys`] counts the keyed level's own refusals whether or not
+    /// this was called. Idempotent.
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, RejectReason, keyed::KeyedBulkhead};
+    /// let tenants = KeyedBulkhead::<u32>::builder("api")
+    ///     .default_config(BulkheadConfig::builder().max_concurrent_calls(1).build()?)
+    ///     .build()?;
+    /// tenants.enable_counters();
+    /// let permit = tenants.try_acquire(&7)?;
+    /// assert!(tenants.try_acquire(&7).is_err());
+    /// drop(permit);
+    /// let m = tenants.key_metrics(&7).unwrap();
+    /// assert_eq!((m.calls_permitted(), m.calls_rejected(RejectReason::Full), m.calls_finished()), (1, 1, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn enable_counters(&self) {
+        if !self.settings.lock().enable_counters() {
+            return;
+        }
+        for bulkhead in self.fallback.iter().map(|(_, b)| b).chain(&self.total) {
+            bulkhead.enable_counters();
+        }
+        self.update_live_keys();
+    }
+
+    /// Brings every live key's bulkhead up to date with the keyed level's listeners and
+    /// counters, one shard lock at a time. Registering runs no user code (it boxes a shared
+    /// handle to the listener), so it is done under the lock, which is what makes a key
+    /// created concurrently get each listener exactly once (see `insert`).
+    fn update_live_keys(&self) {
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            let settings = self.settings.lock();
+            for entry in shard.table.iter_mut() {
+                entry.listeners = settings.observe(&entry.bulkhead, entry.listeners);
+            }
+        }
+    }
+
+    /// Replaces `key`'s configuration at run time: its override from now on, and, if the
+    /// key is live (or is the fallback key), its bulkhead's configuration at once, as
+    /// [`Bulkhead::change_config`] does (never waits; growing admits queued callers,
+    /// shrinking revokes nothing). A key created later gets it too.
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, keyed::KeyedBulkhead};
+    /// let limit = |n| BulkheadConfig::builder().max_concurrent_calls(n).build().unwrap();
+    /// let tenants = KeyedBulkhead::<u32>::builder("api").default_config(limit(1)).build()?;
+    /// let _one = tenants.try_acquire(&7)?;
+    /// assert!(tenants.try_acquire(&7).is_err());
+    /// tenants.change_key_config(7, limit(2));
+    /// let _two = tenants.try_acquire(&7)?;
+    /// assert_eq!(tenants.config_for(&7).max_concurrent_calls(), 2);
+    /// assert_eq!(tenants.config_for(&8).max_concurrent_calls(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn change_key_config(&self, key: K, config: BulkheadConfig) {
+        let replaced = self.settings.lock().set_override(key, config);
+        // The key's previous override (user data) is dropped after the lock.
+        drop(replaced);
+        self.apply_configs();
+    }
+
+    /// Replaces the default configuration at run time: every live key without an override
+    /// (and the fallback key, if it has none) changes at once, as
+    /// [`Bulkhead::change_config`] does; keys created later get it.
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, keyed::KeyedBulkhead};
+    /// let limit = |n| BulkheadConfig::builder().max_concurrent_calls(n).build().unwrap();
+    /// let tenants = KeyedBulkhead::<u32>::builder("api")
+    ///     .default_config(limit(1))
+    ///     .key_config(9, limit(5))
+    ///     .build()?;
+    /// drop(tenants.try_acquire(&7)?);
+    /// tenants.change_default_config(limit(3));
+    /// assert_eq!(tenants.key_metrics(&7).unwrap().max_allowed_concurrent_calls(), 3);
+    /// assert_eq!(tenants.config_for(&8).max_concurrent_calls(), 3);
+    /// assert_eq!(tenants.config_for(&9).max_concurrent_calls(), 5, "an override stays");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn change_default_config(&self, config: BulkheadConfig) {
+        self.settings.lock().set_default(config);
+        self.apply_configs();
+    }
+
+    /// Replaces the shared total's configuration at run time ([`Bulkhead::change_config`]).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] (key `total`) if this keyed bulkhead was built without a total: a
+    /// total cannot be added later.
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, keyed::KeyedBulkhead};
+    /// let limit = |n| BulkheadConfig::builder().max_concurrent_calls(n).build().unwrap();
+    /// let tenants = KeyedBulkhead::<u32>::builder("api").total(limit(10)).build()?;
+    /// tenants.change_total_config(limit(20))?;
+    /// assert_eq!(tenants.total_metrics().unwrap().max_allowed_concurrent_calls(), 20);
+    ///
+    /// let no_total = KeyedBulkhead::<u32>::builder("hosts").build()?;
+    /// let err = no_total.change_total_config(limit(20)).unwrap_err();
+    /// assert_eq!((err.key(), err.value()), ("total", "none"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn change_total_config(&self, config: BulkheadConfig) -> Result<(), ConfigError> {
+        match &self.total {
+            Some(total) => {
+                total.change_config(config);
+                Ok(())
+            }
+            None => Err(ConfigError::new(
+                "total",
+                "none",
+                "this keyed bulkhead has no total; build it with `.total(..)` to change one",
+            )),
+        }
+    }
+
+    /// Gives every live key's bulkhead (and the fallback key's) the configuration the
+    /// settings give it now. The bulkheads are collected under each shard's lock and changed
+    /// after it (`change_config` may wake queued callers: user code). Two changes racing
+    /// could apply out of order, so this repeats until the settings did not change while it
+    /// applied them: the last pass of the last change applies the latest settings. A key
+    /// created meanwhile compares its settings version under its shard's lock (`insert`).
+    fn apply_configs(&self) {
+        loop {
+            let version = self.settings.lock().version;
+            let mut live: Vec<(Arc<K>, Arc<Bulkhead>)> = Vec::new();
+            for shard in self.shards.iter() {
+                let shard = shard.lock();
+                live.extend(
+                    shard.table.iter().map(|e| (Arc::clone(&e.key), Arc::clone(&e.bulkhead))),
+                );
+            }
+            let fallback = self.fallback.as_ref().map(|(key, b)| (key, b));
+            for (key, bulkhead) in live.iter().map(|(k, b)| (&**k, b)).chain(fallback) {
+                let config = self.settings.lock().config_for(key).clone();
+                if bulkhead.config() != config {
+                    bulkhead.change_config(config);
+                }
+            }
+            // The keys and bulkheads (user code in their drops) go after every lock.
+            drop(live);
+            if self.settings.lock().version == version {
+                return;
+            }
+        }
     }
 
     /// Metrics with a bounded number of labels: the `cap` live keys with the most calls in
@@ -949,26 +1656,79 @@ where
             others.in_flight += m.in_flight;
             others.waiting += m.waiting;
         }
-        KeyedMetrics { keys: all, others, other_keys: rest.len(), total: self.total_metrics() }
+        KeyedMetrics {
+            keys: all,
+            others,
+            other_keys: rest.len(),
+            total: self.total_metrics(),
+            // Ordering: Relaxed — a statistic read for its value alone.
+            too_many_keys: self.refused_keys.load(Ordering::Relaxed),
+        }
     }
 }
 
-/// The permit of a caller that holds `key_permit` and tried the total (if any): both, or
-/// the total's refusal with the key's slot released first.
-fn both<'a>(
-    key_permit: OwnedPermit,
-    total: Option<Result<Permit<'a>, BulkheadFull>>,
-) -> Result<KeyedPermit<'a>, KeyedFull> {
+/// The slots of a caller that holds `key` and tried the total (if any): both, or the
+/// total's refusal with the key's slot released first, so no slot of either level is held
+/// once the error is returned.
+#[inline]
+fn both<Q, P>(
+    key: Q,
+    total: Option<Result<P, BulkheadFull>>,
+) -> Result<(Q, Option<P>), BulkheadFull> {
     match total {
-        None => Ok(KeyedPermit { key: key_permit, total: None }),
-        Some(Ok(total)) => Ok(KeyedPermit { key: key_permit, total: Some(total) }),
+        None => Ok((key, None)),
+        Some(Ok(total)) => Ok((key, Some(total))),
         Some(Err(refused)) => {
-            // The total refused: give the key's slot back before telling the caller, so
-            // no slot of either level is held once the error is returned.
-            drop(key_permit);
-            Err(KeyedFull::Total(refused))
+            drop(key);
+            Err(refused)
         }
     }
+}
+
+/// A slot of `bulkhead` taken by `acquire`, returned with the `Arc` (no second clone of it,
+/// no release in between). The caller wraps it at once in a guard that releases it
+/// ([`KeySlot`] or `OwnedPermit::from_acquired`); nothing that can panic comes between.
+#[inline]
+fn take(
+    bulkhead: Arc<Bulkhead>,
+    acquire: impl FnOnce(&Bulkhead) -> Result<Permit<'_>, BulkheadFull>,
+) -> Result<(Arc<Bulkhead>, Mark), BulkheadFull> {
+    // The borrowed guard is given up, its mark kept: its slot is the caller's guard's.
+    let mark = acquire(&bulkhead)?.into_mark();
+    Ok((bulkhead, mark))
+}
+
+/// The key's part of a [`KeyedPermit`]: a slot of the key's bulkhead, held with its `Arc`,
+/// released on drop. An `OwnedPermit` would do, but its out-of-line `Drop` cost a borrowed
+/// keyed acquire + release a call more (callgrind, `benches/results/keyed.md`).
+struct KeySlot(Arc<Bulkhead>, Mark);
+
+impl Drop for KeySlot {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.release_permit(self.1);
+    }
+}
+
+/// A name for an error or event that is not a bulkhead's (a refused key's): inline, cut at a
+/// character boundary with `…` if longer than an inline name holds, never interned (refused
+/// keys are unbounded, the interned names are capped for the whole process).
+fn transient_name(mut name: String) -> Name {
+    if name.len() > INLINE_CAPACITY {
+        let mut cut = INLINE_CAPACITY - '…'.len_utf8();
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        name.truncate(cut);
+        name.push('…');
+    }
+    Name::new(name)
+}
+
+/// A keyed-level listener, shared by every bulkhead it is registered on.
+fn shared_listener(listener: &Arc<Listener>) -> Box<Listener> {
+    let listener = Arc::clone(listener);
+    Box::new(move |event: &BulkheadEvent| listener(event))
 }
 
 /// Whether a refusal read from `word` reaches user code (listeners, counters, a `tracing`
@@ -998,6 +1758,87 @@ fn is_idle(bulkhead: &Arc<Bulkhead>, closed: bool) -> bool {
     Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())
 }
 
+/// What the keyed level applies to every key's bulkhead, under one lock: configurations,
+/// listeners and counters. Taken briefly, never while user code runs, except a key's `Hash`
+/// and `Eq` (the overrides are a map by key, as the shards are).
+struct Settings<K> {
+    default: BulkheadConfig,
+    overrides: HashMap<K, BulkheadConfig>,
+    /// Bumped by every configuration change (see `apply_configs` and `insert`).
+    version: u64,
+    /// The keyed level's listeners, in registration order, each with its handle's flag.
+    listeners: Vec<(Arc<Listener>, Arc<AtomicBool>)>,
+    /// Whether `enable_counters` ran.
+    counting: bool,
+}
+
+impl<K: Eq + Hash> Settings<K> {
+    fn config_for(&self, key: &K) -> &BulkheadConfig {
+        self.overrides.get(key).unwrap_or(&self.default)
+    }
+
+    /// Sets `key`'s override; returns the key if it already had one (to drop after the lock:
+    /// a key's `Drop` is user code).
+    fn set_override(&mut self, key: K, config: BulkheadConfig) -> Option<K> {
+        self.version += 1;
+        match self.overrides.get_mut(&key) {
+            Some(current) => {
+                *current = config;
+                Some(key)
+            }
+            None => {
+                self.overrides.insert(key, config);
+                None
+            }
+        }
+    }
+
+    fn set_default(&mut self, config: BulkheadConfig) {
+        self.version += 1;
+        self.default = config;
+    }
+
+    /// Turns counting on; `false` if it already was.
+    fn enable_counters(&mut self) -> bool {
+        !core::mem::replace(&mut self.counting, true)
+    }
+
+    /// The listeners not removed, to call after the lock.
+    fn active_listeners(&self) -> Vec<Arc<Listener>> {
+        self.listeners
+            .iter()
+            // Ordering: Relaxed — the flag guards no data (as `Listeners::emit`).
+            .filter(|(_, active)| active.load(Ordering::Relaxed))
+            .map(|(listener, _)| Arc::clone(listener))
+            .collect()
+    }
+
+    /// Registers on `bulkhead` the listeners from index `seen` on, and counters if they are
+    /// on; returns how many listeners it has now. Runs no user code.
+    fn observe(&self, bulkhead: &Bulkhead, seen: usize) -> usize {
+        for (listener, active) in self.listeners.iter().skip(seen) {
+            bulkhead.add_listener(shared_listener(listener), Arc::clone(active));
+        }
+        if self.counting {
+            bulkhead.enable_counters();
+        }
+        self.listeners.len()
+    }
+
+    /// A new key's bulkhead, built from the settings at `version`: changed to the current
+    /// configuration if it changed since, and observed. Its shard's lock is held, and the
+    /// bulkhead has no waiter yet, so `change_config` wakes nobody.
+    fn bring_up_to_date(&self, key: &K, bulkhead: &Bulkhead, version: u64) -> usize {
+        if self.version != version {
+            let config = self.config_for(key);
+            if bulkhead.config() != *config {
+                bulkhead.change_config(config.clone());
+            }
+        }
+        self.observe(bulkhead, 0)
+    }
+}
+
 impl<K: fmt::Debug, S> fmt::Debug for KeyedBulkhead<K, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedBulkhead")
@@ -1023,9 +1864,13 @@ pub struct KeyedMetrics<K> {
     pub other_keys: usize,
     /// The shared total, if one is configured.
     pub total: Option<BulkheadMetrics>,
+    /// How many calls the keyed level refused with [`RejectReason::TooManyKeys`] since it
+    /// was built (counted whether or not [`KeyedBulkhead::enable_counters`] ran).
+    pub too_many_keys: u64,
 }
 
-/// A slot of a key and, with a total, one of the total; both released on drop.
+/// A slot of a key and, with a total, one of the total, borrowed from the
+/// [`KeyedBulkhead`]; both released on drop (the key's first).
 ///
 /// ```
 /// use bulkhead::keyed::KeyedBulkhead;
@@ -1040,92 +1885,170 @@ pub struct KeyedMetrics<K> {
 #[clippy::has_significant_drop]
 pub struct KeyedPermit<'a> {
     // Dropped in declaration order: the key's slot, then the total's.
-    key: OwnedPermit,
+    key: KeySlot,
     total: Option<Permit<'a>>,
 }
 
 impl KeyedPermit<'_> {
     /// The bulkhead of the permit's key (the fallback key's, if the call was sent there).
     pub fn key_bulkhead(&self) -> &Bulkhead {
-        self.key.bulkhead()
+        &self.key.0
     }
 }
 
 impl fmt::Debug for KeyedPermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedPermit")
+            .field("key", &self.key.0.name())
+            .field("total", &self.total.is_some())
+            .finish()
+    }
+}
+
+/// A slot of a key and, with a total, one of the total, holding both bulkheads by `Arc`:
+/// `Send + 'static`, so it can move to another task or thread. Both released on drop (the
+/// key's first). Holding it keeps its key live.
+///
+/// ```
+/// use std::sync::Arc;
+/// use bulkhead::{BulkheadConfig, keyed::KeyedBulkhead};
+/// let tenants = Arc::new(
+///     KeyedBulkhead::<u64>::builder("api")
+///         .total(BulkheadConfig::builder().max_concurrent_calls(4).build()?)
+///         .build()?,
+/// );
+/// let permit = tenants.try_acquire_owned(&42)?;
+/// assert_eq!(permit.key_bulkhead().name(), "api/42");
+/// assert_eq!(permit.total_bulkhead().unwrap().name(), "api");
+/// std::thread::spawn(move || drop(permit)).join().unwrap();
+/// assert_eq!(tenants.total_metrics().unwrap().in_flight_calls(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "the slots are released as soon as the permit is dropped"]
+#[clippy::has_significant_drop]
+pub struct OwnedKeyedPermit {
+    // Dropped in declaration order: the key's slot, then the total's.
+    key: OwnedPermit,
+    total: Option<OwnedPermit>,
+}
+
+impl OwnedKeyedPermit {
+    /// The bulkhead of the permit's key (the fallback key's, if the call was sent there).
+    pub fn key_bulkhead(&self) -> &Arc<Bulkhead> {
+        self.key.bulkhead()
+    }
+
+    /// The shared total, if the keyed bulkhead has one.
+    pub fn total_bulkhead(&self) -> Option<&Arc<Bulkhead>> {
+        self.total.as_ref().map(OwnedPermit::bulkhead)
+    }
+
+    /// The key's permit and the total's, to hold separately (the tower layer's guard).
+    #[cfg(feature = "tower")]
+    pub(crate) fn into_parts(self) -> (OwnedPermit, Option<OwnedPermit>) {
+        (self.key, self.total)
+    }
+}
+
+impl fmt::Debug for OwnedKeyedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedKeyedPermit")
             .field("key", &self.key.bulkhead().name())
             .field("total", &self.total.is_some())
             .finish()
     }
 }
 
-/// A [`KeyedBulkhead`] refused a call. Map it like [`BulkheadFull`] (HTTP 503, or a
-/// fallback); [`TooManyKeys`](Self::TooManyKeys) may deserve a 429 instead.
-///
-/// ```
-/// use bulkhead::keyed::{KeyedBulkhead, KeyedFull};
-/// let hosts = KeyedBulkhead::<&str>::builder("hosts").max_keys(1).build()?;
-/// let _busy = hosts.try_acquire(&"a.example")?;
-/// let refused = hosts.try_acquire(&"b.example").unwrap_err();
-/// assert!(matches!(&refused, KeyedFull::TooManyKeys { key, max_keys: 1, .. } if key == "b.example"));
-/// assert_eq!(
-///     refused.to_string(),
-///     "Keyed bulkhead 'hosts' refused key 'b.example': 1 keys are busy (max_keys 1)"
-/// );
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KeyedFull {
-    /// The key's bulkhead (named `"{name}/{key}"`) refused.
-    Key(BulkheadFull),
-    /// The shared total (named `name`) refused; the key's slot was released.
-    Total(BulkheadFull),
-    /// The key is not live, `max_keys` keys are and none is idle, and there is no fallback
-    /// key. Building this error allocates (the key's text): a rare, cold path.
-    TooManyKeys {
-        /// The keyed bulkhead's name.
-        name: String,
-        /// The refused key, as its `Display` writes it.
-        key: String,
-        /// The bound on live keys.
-        max_keys: usize,
-    },
+pin_project! {
+    /// The future returned by [`KeyedBulkhead::acquire_owned_async`]: waits for a slot of
+    /// the key, then of the total (each up to its bulkhead's max wait). `Send + 'static`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it at any point loses nothing: a queued wait leaves its queue, and a key
+    /// slot already taken is released.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct AcquireOwnedKeyed {
+        #[pin]
+        state: OwnedState,
+    }
 }
 
-impl KeyedFull {
-    /// The refusal of the level that refused, if a bulkhead did.
-    pub fn bulkhead_full(&self) -> Option<&BulkheadFull> {
-        match self {
-            KeyedFull::Key(full) | KeyedFull::Total(full) => Some(full),
-            KeyedFull::TooManyKeys { .. } => None,
+pin_project! {
+    #[project = OwnedStateProj]
+    enum OwnedState {
+        // The look-up refused (too many keys, no fallback key).
+        Refused { refused: Option<BulkheadFull> },
+        Key {
+            #[pin]
+            acquire: AcquireOwned,
+            total: Option<Arc<Bulkhead>>,
+        },
+        Total {
+            #[pin]
+            acquire: AcquireOwned,
+            key: Option<OwnedPermit>,
+        },
+        Done,
+    }
+}
+
+impl AcquireOwnedKeyed {
+    pub(crate) fn new(
+        looked_up: Result<Arc<Bulkhead>, BulkheadFull>,
+        total: Option<Arc<Bulkhead>>,
+    ) -> Self {
+        let state = match looked_up {
+            Ok(bulkhead) => OwnedState::Key { acquire: AcquireOwned::new(bulkhead), total },
+            Err(refused) => OwnedState::Refused { refused: Some(refused) },
+        };
+        AcquireOwnedKeyed { state }
+    }
+}
+
+impl Future for AcquireOwnedKeyed {
+    type Output = Result<OwnedKeyedPermit, BulkheadFull>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            let next = match state.as_mut().project() {
+                OwnedStateProj::Refused { refused } => {
+                    Err(refused.take().expect("a refusal is reported once"))
+                }
+                OwnedStateProj::Key { acquire, total } => match ready!(acquire.poll(cx)) {
+                    Err(refused) => Err(refused),
+                    Ok(key) => match total.take() {
+                        None => Ok(OwnedKeyedPermit { key, total: None }),
+                        Some(total) => {
+                            let acquire = AcquireOwned::new(total);
+                            state.set(OwnedState::Total { acquire, key: Some(key) });
+                            continue;
+                        }
+                    },
+                },
+                OwnedStateProj::Total { acquire, key } => {
+                    let acquired = ready!(acquire.poll(cx));
+                    let key = key.take().expect("the key's slot is held until the total answers");
+                    both(key, Some(acquired)).map(|(key, total)| OwnedKeyedPermit { key, total })
+                }
+                OwnedStateProj::Done => panic!("AcquireOwnedKeyed polled after completion"),
+            };
+            state.set(OwnedState::Done);
+            return Poll::Ready(next);
         }
     }
-
-    /// Why the bulkhead that refused did, if one did.
-    pub fn reason(&self) -> Option<RejectReason> {
-        self.bulkhead_full().map(BulkheadFull::reason)
-    }
 }
 
-impl fmt::Display for KeyedFull {
+impl fmt::Debug for AcquireOwnedKeyed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeyedFull::Key(full) => fmt::Display::fmt(full, f),
-            KeyedFull::Total(full) => write!(f, "{full} (the total across keys)"),
-            KeyedFull::TooManyKeys { name, key, max_keys } => write!(
-                f,
-                "Keyed bulkhead '{name}' refused key '{key}': {max_keys} keys are busy \
-                 (max_keys {max_keys})"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for KeyedFull {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.bulkhead_full().map(|full| full as _)
+        let stage = match &self.state {
+            OwnedState::Refused { .. } => "refused",
+            OwnedState::Key { .. } => "key",
+            OwnedState::Total { .. } => "total",
+            OwnedState::Done => "done",
+        };
+        f.debug_struct("AcquireOwnedKeyed").field("waiting_for", &stage).finish()
     }
 }
 
@@ -1145,7 +2068,7 @@ mod tests {
             .build()
             .unwrap();
         let _one = keyed.try_acquire(&1).unwrap();
-        assert!(matches!(keyed.try_acquire(&2), Err(KeyedFull::Total(_))));
+        assert_eq!(keyed.try_acquire(&2).unwrap_err().bulkhead_name(), "k");
         assert_eq!(keyed.key_metrics(&2).unwrap().in_flight_calls(), 0);
         assert_eq!(keyed.total_metrics().unwrap().in_flight_calls(), 1);
     }
@@ -1167,7 +2090,7 @@ mod tests {
         // 1 and 3 busy: 4 goes to the fallback key.
         let four = keyed.try_acquire(&4).unwrap();
         assert_eq!(four.key_bulkhead().name(), "k/0");
-        assert!(matches!(keyed.try_acquire(&5), Err(KeyedFull::Key(_))));
+        assert_eq!(keyed.try_acquire(&5).unwrap_err().bulkhead_name(), "k/0");
         drop((one, three, four));
         assert_eq!(keyed.evict_idle(), 2);
     }
@@ -1239,7 +2162,7 @@ mod tests {
             });
         }
         let permit = keyed.try_acquire(&1).unwrap();
-        assert!(matches!(keyed.try_acquire(&1), Err(KeyedFull::Key(_))));
+        assert_eq!(keyed.try_acquire(&1).unwrap_err().bulkhead_name(), "k/1");
         drop(permit);
         // Ordering: Relaxed — as above.
         assert_eq!(heard.load(Ordering::Relaxed), 3, "permitted, rejected, finished");
@@ -1251,7 +2174,7 @@ mod tests {
         drop(keyed.try_acquire(&0).unwrap());
         assert!(keyed.close());
         for key in 0..64 {
-            assert_eq!(keyed.try_acquire(&key).unwrap_err().reason(), Some(RejectReason::Closed));
+            assert_eq!(keyed.try_acquire(&key).unwrap_err().reason(), RejectReason::Closed);
         }
         assert!(keyed.wait_drained(std::time::Duration::ZERO));
     }

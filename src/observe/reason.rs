@@ -24,16 +24,22 @@ pub enum RejectReason {
     /// The bulkhead was closed ([`Bulkhead::close`](crate::Bulkhead::close)): it refuses
     /// every call, and refused this caller while it waited, if it did.
     Closed,
+    /// A [`KeyedBulkhead`](crate::keyed::KeyedBulkhead) refused a key it had no room for:
+    /// the key was not live, `max_keys` keys were and none was idle, and there is no
+    /// fallback key. The error names the key (`"{name}/{key}"`) and gives `max_keys` as its
+    /// [`max_concurrent_calls`](crate::BulkheadFull::max_concurrent_calls).
+    TooManyKeys,
 }
 
 impl RejectReason {
     /// Every reason, in declaration order: `ALL[r.index()] == r`. Per-reason counters are
     /// arrays of this length, so a new reason is one more entry here (and its label below).
-    pub(crate) const ALL: [RejectReason; 4] = [
+    pub(crate) const ALL: [RejectReason; 5] = [
         RejectReason::Full,
         RejectReason::WaitTimedOut,
         RejectReason::TooManyWaiting,
         RejectReason::Closed,
+        RejectReason::TooManyKeys,
     ];
 
     /// The position of this reason in [`ALL`](Self::ALL).
@@ -51,6 +57,7 @@ impl RejectReason {
     /// assert_eq!(RejectReason::WaitTimedOut.label(), "wait_timed_out");
     /// assert_eq!(RejectReason::TooManyWaiting.label(), "too_many_waiting");
     /// assert_eq!(RejectReason::Closed.label(), "closed");
+    /// assert_eq!(RejectReason::TooManyKeys.label(), "too_many_keys");
     /// ```
     pub const fn label(self) -> &'static str {
         match self {
@@ -58,6 +65,7 @@ impl RejectReason {
             RejectReason::WaitTimedOut => "wait_timed_out",
             RejectReason::TooManyWaiting => "too_many_waiting",
             RejectReason::Closed => "closed",
+            RejectReason::TooManyKeys => "too_many_keys",
         }
     }
 }
@@ -69,6 +77,7 @@ impl fmt::Display for RejectReason {
             RejectReason::WaitTimedOut => "wait timed out",
             RejectReason::TooManyWaiting => "too many waiting",
             RejectReason::Closed => "closed",
+            RejectReason::TooManyKeys => "too many keys",
         })
     }
 }

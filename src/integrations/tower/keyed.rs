@@ -14,15 +14,15 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::bulkhead::future::AcquireOwned;
 use crate::bulkhead::permit::OwnedPermit;
 use crate::integrations::tower::{BoxError, Guarded};
-use crate::keyed::{KeyedBulkhead, KeyedFull};
+use crate::keyed::{AcquireOwnedKeyed, KeyedBulkhead};
 
 /// Guards a client service with a [`KeyedBulkhead`]: each request takes a slot of the key
 /// `key_of(&request)` (and of the total) when its response future is first polled, holds it
 /// until that future completes or is dropped, and fails with a
-/// [`KeyedFull`] boxed in a [`BoxError`] when refused. As with
+/// [`BulkheadFull`](crate::BulkheadFull) (naming the key's bulkhead, the total, or the refused
+/// key) boxed in a [`BoxError`] when refused. As with
 /// [`BulkheadLayer`](crate::integrations::tower::BulkheadLayer), `poll_ready` reserves nothing.
 ///
 /// Its response future, [`KeyedResponseFuture`], is a named type, as
@@ -37,7 +37,7 @@ use crate::keyed::{KeyedBulkhead, KeyedFull};
 /// ```
 /// use std::convert::Infallible;
 /// use std::sync::Arc;
-/// use bulkhead::{BulkheadConfig, keyed::{KeyedBulkhead, KeyedFull}, tower::KeyedBulkheadLayer};
+/// use bulkhead::{BulkheadConfig, BulkheadFull, keyed::KeyedBulkhead, tower::KeyedBulkheadLayer};
 /// use tower::{service_fn, ServiceBuilder, ServiceExt};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -57,7 +57,7 @@ use crate::keyed::{KeyedBulkhead, KeyedFull};
 /// // acme busy: its next request is refused, another tenant's goes through.
 /// let _busy = tenants.try_acquire(&"acme".to_owned())?;
 /// let err = client.clone().oneshot(("acme".to_owned(), 8)).await.unwrap_err();
-/// assert!(matches!(err.downcast_ref::<KeyedFull>(), Some(KeyedFull::Key(_))));
+/// assert_eq!(err.downcast_ref::<BulkheadFull>().unwrap().bulkhead_name(), "api/acme");
 /// assert_eq!(client.oneshot(("globex".to_owned(), 9)).await?, 9);
 /// # Ok(())
 /// # }
@@ -150,15 +150,9 @@ where
         // The instance driven to readiness serves this request; its clone takes its place.
         let clone = self.inner.clone();
         let service = mem::replace(&mut self.inner, clone);
-        let state = match self.keyed.bulkhead_for(&key) {
-            Ok(bulkhead) => KeyedState::Key {
-                acquire: bulkhead.acquire_owned_async(),
-                total: self.keyed.total_arc().cloned(),
-                service: Some(service),
-                request: Some(request),
-            },
-            Err(refused) => KeyedState::Refused { refused: Some(refused) },
-        };
+        let acquire = self.keyed.acquire_owned_async(&key);
+        let state =
+            KeyedState::Acquiring { acquire, service: Some(service), request: Some(request) };
         KeyedResponseFuture { state }
     }
 }
@@ -167,8 +161,8 @@ pin_project! {
     /// The response future of [`KeyedBulkheadService`]: takes a slot of the request's key,
     /// then one of the total (each waiting up to its bulkhead's max wait), then calls the
     /// inner service and holds both slots until the response is there. A refusal is a
-    /// [`KeyedFull`] in the [`BoxError`]; when the total refuses, the key's slot is released
-    /// before the error is returned.
+    /// [`BulkheadFull`](crate::BulkheadFull) in the [`BoxError`]; when the total refuses, the
+    /// key's slot is released before the error is returned.
     ///
     /// # Cancel safety
     ///
@@ -187,21 +181,10 @@ pin_project! {
 pin_project! {
     #[project = KeyedStateProj]
     enum KeyedState<S, Req, Fut> {
-        // The key's bulkhead refused at look-up (too many keys, no fallback key).
-        Refused {
-            refused: Option<KeyedFull>,
-        },
-        Key {
+        // The slots of the key and of the total (`KeyedBulkhead::acquire_owned_async`).
+        Acquiring {
             #[pin]
-            acquire: AcquireOwned,
-            total: Option<Arc<crate::Bulkhead>>,
-            service: Option<S>,
-            request: Option<Req>,
-        },
-        Total {
-            #[pin]
-            acquire: AcquireOwned,
-            key_permit: Option<OwnedPermit>,
+            acquire: AcquireOwnedKeyed,
             service: Option<S>,
             request: Option<Req>,
         },
@@ -225,53 +208,18 @@ where
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
-                KeyedStateProj::Refused { refused } => {
-                    let refused = refused.take().expect("a refusal is reported once");
-                    this.state.set(KeyedState::Done);
-                    return Poll::Ready(Err(Box::new(refused)));
-                }
-                KeyedStateProj::Key { acquire, total, service, request } => {
-                    let key_permit = match ready!(acquire.poll(cx)) {
-                        Ok(permit) => permit,
+                KeyedStateProj::Acquiring { acquire, service, request } => {
+                    match ready!(acquire.poll(cx)) {
+                        Ok(permit) => {
+                            let (service, request) = (service.take(), request.take());
+                            let call = Guarded::call(service, request, permit.into_parts());
+                            this.state.set(KeyedState::Running { call });
+                        }
                         Err(full) => {
                             this.state.set(KeyedState::Done);
-                            return Poll::Ready(Err(Box::new(KeyedFull::Key(full))));
+                            return Poll::Ready(Err(Box::new(full)));
                         }
-                    };
-                    let (service, request) = (service.take(), request.take());
-                    let next = match total.take() {
-                        Some(total) => KeyedState::Total {
-                            acquire: total.acquire_owned_async(),
-                            key_permit: Some(key_permit),
-                            service,
-                            request,
-                        },
-                        None => KeyedState::Running {
-                            call: Guarded::call(service, request, (key_permit, None)),
-                        },
-                    };
-                    this.state.set(next);
-                }
-                KeyedStateProj::Total { acquire, key_permit, service, request } => {
-                    let acquired = ready!(acquire.poll(cx));
-                    let key_permit = key_permit.take().expect("the key's slot is held");
-                    let next = match acquired {
-                        Ok(total) => KeyedState::Running {
-                            call: Guarded::call(
-                                service.take(),
-                                request.take(),
-                                (key_permit, Some(total)),
-                            ),
-                        },
-                        Err(full) => {
-                            // The total refused: give the key's slot back first, so no slot
-                            // of either level is held once the error is returned.
-                            drop(key_permit);
-                            this.state.set(KeyedState::Done);
-                            return Poll::Ready(Err(Box::new(KeyedFull::Total(full))));
-                        }
-                    };
-                    this.state.set(next);
+                    }
                 }
                 KeyedStateProj::Running { call } => {
                     let output = ready!(call.poll(cx));
@@ -292,9 +240,7 @@ where
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
-            KeyedState::Refused { .. } => "refused",
-            KeyedState::Key { .. } => "acquiring key",
-            KeyedState::Total { .. } => "acquiring total",
+            KeyedState::Acquiring { .. } => "acquiring",
             KeyedState::Running { .. } => "running",
             KeyedState::Done => "done",
         };
