@@ -34,6 +34,10 @@ const OPS: &[(&str, &str)] = &[
     ("async_lock_reject", "async-lock try_acquire on a full semaphore"),
     ("bulkhead_zero_wait", "bulkhead acquire(), max wait 0, full"),
     ("bulkhead_zero_wait_async", "bulkhead acquire_async(), max wait 0, full, polled once"),
+    (
+        "bulkhead_zero_wait_async_err",
+        "bulkhead acquire_async(), max wait 0, full, polled once, the result kept",
+    ),
     ("bulkhead_zero_wait_async_tokio", "bulkhead acquire_async().await, max wait 0, in tokio"),
     ("tokio_timeout_zero", "tokio timeout(ZERO, acquire()).await on a full semaphore"),
     ("floor_cas_add", "floor: one CAS + one fetch_add"),
@@ -323,6 +327,12 @@ fn run(op: &str, n: u64) -> Result<(), String> {
         "bulkhead_zero_wait_async" => (0..n).for_each(|_| {
             let mut fut = std::pin::pin!(black_box(&*full).acquire_async());
             black_box(fut.as_mut().poll(&mut cx).is_ready());
+        }),
+        // As above, but the refusal is read (`black_box`): with `is_ready()` alone the
+        // compiler may skip building an error nobody reads.
+        "bulkhead_zero_wait_async_err" => (0..n).for_each(|_| {
+            let mut fut = std::pin::pin!(black_box(&*full).acquire_async());
+            drop(black_box(fut.as_mut().poll(&mut cx)));
         }),
         "bulkhead_zero_wait_async_tokio" => rt.block_on(async {
             for _ in 0..n {

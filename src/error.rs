@@ -106,7 +106,8 @@ pub struct BulkheadFull {
 }
 
 /// Limit, reason and time waited in one `u64`, laid out so that the fast paths' refusal is
-/// the state word's low half, masked (see [`Packed::refused`]):
+/// the state word's low half with bit 0 set: one `or` of the word the caller loaded (see
+/// [`Packed::refused`]; the compiler finds it from the limit and the closed flag):
 ///
 /// | bits    | field   | meaning                                                           |
 /// |---------|---------|-------------------------------------------------------------------|
@@ -115,7 +116,7 @@ pub struct BulkheadFull {
 /// | 2..=31  | limit   | `max_concurrent_calls` at the refusal (≤ 2^30 − 1)                |
 /// | 32..=35 | reason  | 0: decided by bit 1; `k + 1`: `RejectReason::ALL[k]`              |
 /// | 36..=63 | waited  | nanoseconds, `m << e` with a 6-bit `e` and a 22-bit `m`, rounded up |
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 struct Packed(NonZeroU64);
 
 const ONE: u64 = 1;
@@ -135,7 +136,7 @@ const _: () = assert!(crate::state::MAX_PERMITS as u64 <= LIMIT_MASK);
 
 impl Packed {
     /// A refusal decided by the state word alone (the fast paths): `Closed` or `Full`, no
-    /// wait. Written as the word's own bits so that it compiles to a mask of the word.
+    /// wait. Written as the word's own bits so that it compiles to one `or` of the word.
     #[inline]
     fn refused(limit: usize, closed: bool) -> Packed {
         Packed::from(((limit as u64 & LIMIT_MASK) << LIMIT_SHIFT) | (u64::from(closed) << 1))
