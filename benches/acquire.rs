@@ -24,6 +24,10 @@ fn rejection(c: &mut Criterion) {
     group.bench_function("bulkhead/try_acquire", |b| {
         b.iter(|| black_box(black_box(&*ours).try_acquire()).is_err())
     });
+    // The refusal a caller keeps to handle it: the error itself, as tokio's below.
+    group.bench_function("bulkhead/try_acquire_err", |b| {
+        b.iter(|| black_box(black_box(&*ours).try_acquire().err()))
+    });
     group.bench_function("bulkhead/try_acquire_owned", |b| {
         b.iter(|| black_box(black_box(&ours).try_acquire_owned()).is_err())
     });
@@ -31,6 +35,9 @@ fn rejection(c: &mut Criterion) {
     let tokio_sem = full_tokio();
     group.bench_function("tokio/try_acquire", |b| {
         b.iter(|| black_box(black_box(&*tokio_sem).try_acquire()).is_err())
+    });
+    group.bench_function("tokio/try_acquire_err", |b| {
+        b.iter(|| black_box(black_box(&*tokio_sem).try_acquire().err()))
     });
     // `try_acquire_owned` takes `self: Arc<Self>`, so a caller pays for the clone.
     group.bench_function("tokio/try_acquire_owned", |b| {

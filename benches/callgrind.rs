@@ -23,12 +23,21 @@ const OPS: &[(&str, &str)] = &[
         "bulkhead_reject_error",
         "bulkhead try_acquire on a full bulkhead, the error kept (black_box)",
     ),
+    (
+        "bulkhead_reject_err",
+        "bulkhead try_acquire().err() on a full bulkhead, the error kept (black_box)",
+    ),
     ("bulkhead_reject_owned", "bulkhead try_acquire_owned on a full bulkhead"),
     ("tokio_reject", "tokio try_acquire on a full semaphore"),
+    ("tokio_reject_err", "tokio try_acquire().err() on a full semaphore, the error kept"),
     ("tokio_reject_owned", "tokio try_acquire_owned (Arc clone) on a full semaphore"),
     ("async_lock_reject", "async-lock try_acquire on a full semaphore"),
     ("bulkhead_zero_wait", "bulkhead acquire(), max wait 0, full"),
     ("bulkhead_zero_wait_async", "bulkhead acquire_async(), max wait 0, full, polled once"),
+    (
+        "bulkhead_zero_wait_async_err",
+        "bulkhead acquire_async(), max wait 0, full, polled once, the result kept",
+    ),
     ("bulkhead_zero_wait_async_tokio", "bulkhead acquire_async().await, max wait 0, in tokio"),
     ("tokio_timeout_zero", "tokio timeout(ZERO, acquire()).await on a full semaphore"),
     ("floor_cas_add", "floor: one CAS + one fetch_add"),
@@ -295,11 +304,19 @@ fn run(op: &str, n: u64) -> Result<(), String> {
         "bulkhead_reject_error" => (0..n).for_each(|_| {
             drop(black_box(black_box(&*full).try_acquire()));
         }),
+        // What a caller that handles the refusal keeps: the error alone, as with tokio's
+        // `try_acquire().err()` below.
+        "bulkhead_reject_err" => (0..n).for_each(|_| {
+            black_box(black_box(&*full).try_acquire().err());
+        }),
         "bulkhead_reject_owned" => (0..n).for_each(|_| {
             black_box(black_box(&full).try_acquire_owned().is_err());
         }),
         "tokio_reject" => (0..n).for_each(|_| {
             black_box(black_box(&*tokio_full).try_acquire().is_err());
+        }),
+        "tokio_reject_err" => (0..n).for_each(|_| {
+            black_box(black_box(&*tokio_full).try_acquire().err());
         }),
         "tokio_reject_owned" => (0..n).for_each(|_| {
             black_box(Arc::clone(black_box(&tokio_full)).try_acquire_owned().is_err());
@@ -313,6 +330,12 @@ fn run(op: &str, n: u64) -> Result<(), String> {
         "bulkhead_zero_wait_async" => (0..n).for_each(|_| {
             let mut fut = std::pin::pin!(black_box(&*full).acquire_async());
             black_box(fut.as_mut().poll(&mut cx).is_ready());
+        }),
+        // As above, but the refusal is read (`black_box`): with `is_ready()` alone the
+        // compiler may skip building an error nobody reads.
+        "bulkhead_zero_wait_async_err" => (0..n).for_each(|_| {
+            let mut fut = std::pin::pin!(black_box(&*full).acquire_async());
+            drop(black_box(fut.as_mut().poll(&mut cx)));
         }),
         "bulkhead_zero_wait_async_tokio" => rt.block_on(async {
             for _ in 0..n {

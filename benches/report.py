@@ -66,6 +66,7 @@ def executable(name):
 TOKIO_REF = {
     "rejection/bulkhead/try_acquire": "rejection/tokio/try_acquire",
     "rejection/bulkhead/try_acquire_owned": "rejection/tokio/try_acquire_owned",
+    "rejection/bulkhead/try_acquire_err": "rejection/tokio/try_acquire_err",
     "rejection_under_churn/bulkhead/try_acquire": "rejection_under_churn/tokio/try_acquire",
     "rejection_under_churn/bulkhead/try_acquire_instrumented":
         "rejection_under_churn/tokio/try_acquire",
@@ -87,6 +88,7 @@ TOKIO_REF = {
 FLOOR_REF = {
     "rejection/bulkhead/try_acquire": "rejection/floor/load",
     "rejection/bulkhead/try_acquire_owned": "rejection/floor/load",
+    "rejection/bulkhead/try_acquire_err": "rejection/floor/load",
     "rejection_under_churn/bulkhead/try_acquire": "rejection_under_churn/floor/load",
     "zero_wait_rejection/bulkhead/acquire": "rejection/floor/load",
     "zero_wait_rejection/bulkhead/acquire_async_poll": "rejection/floor/load",
@@ -128,6 +130,8 @@ GROUPS = [
 CG_REFS = {
     "bulkhead_reject": ("tokio_reject", "floor_load"),
     "bulkhead_reject_owned": ("tokio_reject_owned", "floor_load"),
+    "bulkhead_reject_err": ("tokio_reject_err", "floor_load"),
+    "bulkhead_reject_error": ("tokio_reject_err", "floor_load"),
     "bulkhead_zero_wait": ("tokio_timeout_zero", "floor_load"),
     "bulkhead_zero_wait_async": ("tokio_timeout_zero", "floor_load"),
     "bulkhead_zero_wait_async_tokio": ("tokio_timeout_zero", "floor_load"),
@@ -231,6 +235,22 @@ def render(work, results):
     targets.append(("reject ≤ 1.0× tokio `try_acquire`",
                     f"time {show(rs)}; instructions {fmt_ratio(cr)}",
                     all(r is not None and r <= 1.0 for r in rs)))
+    rs = ratios("rejection/bulkhead/try_acquire_err", "rejection/tokio/try_acquire_err")
+    cr = ratio(cg.get("bulkhead_reject_err"), cg.get("tokio_reject_err"))
+    targets.append(("the refusal a caller keeps (`try_acquire().err()`) ≤ 1.0× tokio's",
+                    f"time {show(rs)}; instructions {fmt_ratio(cr)}",
+                    cr is not None and cr <= 1.0))
+    cr = ratio(cg.get("bulkhead_reject_instrumented"), cg.get("bulkhead_reject"))
+    targets.append(("instrumented reject (metrics on) ≤ 2× the plain reject, in instructions",
+                    f"instructions {fmt_ratio(cr)}", cr is not None and cr <= 2.0))
+    cr = ratio(cg.get("bulkhead_acq_rel_instrumented"), cg.get("bulkhead_acq_rel"))
+    targets.append(("instrumented acquire + release ≤ 1.5× the plain one, in instructions",
+                    f"instructions {fmt_ratio(cr)}", cr is not None and cr <= 1.5))
+    cr = ratio(cg.get("bulkhead_call"), cg.get("bulkhead_acq_rel"))
+    targets.append(("`call(|| ())` ≤ acquire + release and a handful (≤ +10 instructions)",
+                    f"{cg.get('bulkhead_call', 0):.1f} against {cg.get('bulkhead_acq_rel', 0):.1f}",
+                    cg.get("bulkhead_call") is not None and cg.get("bulkhead_acq_rel") is not None
+                    and cg["bulkhead_call"] <= cg["bulkhead_acq_rel"] + 10))
     rs = ratios("rejection/bulkhead/try_acquire", "rejection/floor/load")
     cr = ratio(cg.get("bulkhead_reject"), cg.get("floor_load"))
     targets.append(("reject ≤ 2× the floor (one load)",

@@ -1,5 +1,5 @@
 //! Issue 13: a bulkhead's name is not leaked. Creating and dropping 100 000 bulkheads with
-//! distinct short names (stored inline, up to 31 bytes), each refusing a call and telling a
+//! distinct short names (stored inline, up to 23 bytes), each refusing a call and telling a
 //! listener, leaves the live heap where it started; distinct long names are kept once each
 //! up to a documented cap (about 1.6 MiB), and past it are shortened, so another 100 000 of
 //! them leave the heap where it was; and a refusal allocates nothing, whatever the name.
@@ -34,12 +34,12 @@ fn live_bytes() -> isize {
     s.bytes_allocated as isize - s.bytes_deallocated as isize
 }
 
-/// A distinct short name (at most 31 bytes).
+/// A distinct short name (at most 23 bytes).
 fn short(i: usize) -> String {
     format!("tenant-{i}")
 }
 
-/// A distinct long name (over 31 bytes), from a series `s`.
+/// A distinct long name (over 23 bytes), from a series `s`.
 fn long(s: usize, i: usize) -> String {
     format!("https://downstream-{s}-{i}.example.internal:8443/api/v2/accounts")
 }
@@ -91,8 +91,8 @@ fn distinct_long_names_stay_within_the_cap() {
     for i in 0..BULKHEADS {
         let given = churn_one(long(1, i), &heard);
         if given != long(1, i) {
-            // Past the cap: the first bytes of the name and an ellipsis, at most 31 bytes.
-            assert!(given.len() <= 31 && given.ends_with('…'), "{given:?}");
+            // Past the cap: the first bytes of the name and an ellipsis, at most 23 bytes.
+            assert!(given.len() <= 23 && given.ends_with('…'), "{given:?}");
             assert!(long(1, i).starts_with(given.trim_end_matches('…')), "{given:?}");
             shortened += 1;
         }

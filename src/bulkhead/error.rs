@@ -1,6 +1,7 @@
 //! The rejection error.
 
 use core::fmt;
+use core::num::NonZeroU64;
 use core::time::Duration;
 
 use crate::observe::name::Name;
@@ -9,9 +10,11 @@ use crate::observe::reason::RejectReason;
 /// The bulkhead refused a call. Map it like a circuit breaker's "call not permitted":
 /// the downstream is temporarily unavailable (HTTP 503, or a fallback).
 ///
-/// Building one allocates nothing and writes no cache line that other threads share: a
-/// name of up to 31 bytes is copied into the error, a longer one is an interned
-/// `&'static str` (see [`Bulkhead::new`](crate::Bulkhead::new) for the cap on long names).
+/// Building one allocates nothing and writes no cache line that other threads share: it is
+/// a copy of the bulkhead's name (inline for a short name, a pointer to an interned one, see
+/// [`Bulkhead::new`](crate::Bulkhead::new)) and one packed word (limit, reason, time
+/// waited), so keeping it costs a refusal about as much as tokio's one-byte
+/// `TryAcquireError` (`benches/results/latest.md`).
 ///
 /// # Examples
 ///
@@ -27,27 +30,123 @@ use crate::observe::reason::RejectReason;
 /// assert!(err.to_string().starts_with("Bulkhead 'bank' is full and does not permit further calls"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-// `repr(C)`, name first: the 32-byte name is then copied with aligned 16-byte moves. With
-// the default layout the compiler moved the error as one misaligned block spanning the
-// name's two stores, a store-forwarding stall that made a refusal 2.2 → 8.4 ns (criterion,
-// `rejection/bulkhead/try_acquire`) at the same instruction count.
-#[repr(C)]
+#[derive(Clone)]
 pub struct BulkheadFull {
     name: Name,
-    max_concurrent_calls: usize,
-    reason: RejectReason,
-    waited: Duration,
+    packed: Packed,
+}
+
+/// Limit, reason and time waited in one `u64`, laid out so that the fast paths' refusal is
+/// the state word's low half with bit 0 set: one `or` of the word the caller loaded (see
+/// [`Packed::refused`]; the compiler finds it from the limit and the closed flag):
+///
+/// | bits    | field   | meaning                                                           |
+/// |---------|---------|-------------------------------------------------------------------|
+/// | 0       | –       | one: the word is never zero, which leaves zero to `Option`'s `None` |
+/// | 1       | closed  | with reason code 0: `Closed` if set, `Full` if clear              |
+/// | 2..=31  | limit   | `max_concurrent_calls` at the refusal (≤ 2^30 − 1)                |
+/// | 32..=35 | reason  | 0: decided by bit 1; `k + 1`: `RejectReason::ALL[k]`              |
+/// | 36..=63 | waited  | nanoseconds, `m << e` with a 6-bit `e` and a 22-bit `m`, rounded up |
+#[derive(Clone, Copy)]
+struct Packed(NonZeroU64);
+
+const ONE: u64 = 1;
+const CLOSED_BIT: u64 = 1 << 1;
+const LIMIT_SHIFT: u32 = 2;
+const LIMIT_MASK: u64 = (1 << 30) - 1;
+const REASON_SHIFT: u32 = 32;
+const REASON_MASK: u64 = 0xf;
+const WAITED_SHIFT: u32 = 36;
+const MANTISSA_BITS: u32 = 22;
+const MANTISSA_MASK: u64 = (1 << MANTISSA_BITS) - 1;
+
+// Reason codes are 1 + the index, in 4 bits.
+const _: () = assert!(RejectReason::ALL.len() < 16);
+// The limit fits its 30 bits.
+const _: () = assert!(crate::engine::state::MAX_PERMITS as u64 <= LIMIT_MASK);
+
+impl Packed {
+    /// A refusal decided by the state word alone (the fast paths): `Closed` or `Full`, no
+    /// wait. Written as the word's own bits so that it compiles to one `or` of the word.
+    #[inline]
+    fn refused(limit: usize, closed: bool) -> Packed {
+        Packed::from(((limit as u64 & LIMIT_MASK) << LIMIT_SHIFT) | (u64::from(closed) << 1))
+    }
+
+    #[inline]
+    fn from(bits: u64) -> Packed {
+        Packed(NonZeroU64::MIN | bits)
+    }
+
+    #[inline]
+    fn bits(self) -> u64 {
+        self.0.get() & !ONE
+    }
+
+    /// Any other refusal: an explicit reason and the time waited. The limit saturates at
+    /// 2^30 − 1 (a keyed bulkhead's `max_keys`, reported by `TooManyKeys`, may exceed any
+    /// engine limit).
+    fn with(limit: usize, reason: RejectReason, waited: Duration) -> Packed {
+        let limit = (limit as u64).min(LIMIT_MASK) << LIMIT_SHIFT;
+        let reason = (reason.index() as u64 + 1) << REASON_SHIFT;
+        Packed::from(limit | reason | (encode_waited(waited) << WAITED_SHIFT))
+    }
+
+    fn limit(self) -> usize {
+        ((self.bits() >> LIMIT_SHIFT) & LIMIT_MASK) as usize
+    }
+
+    fn reason(self) -> RejectReason {
+        match (self.bits() >> REASON_SHIFT) & REASON_MASK {
+            0 if self.bits() & CLOSED_BIT != 0 => RejectReason::Closed,
+            0 => RejectReason::Full,
+            code => RejectReason::ALL[code as usize - 1],
+        }
+    }
+
+    fn waited(self) -> Duration {
+        decode_waited(self.bits() >> WAITED_SHIFT)
+    }
+}
+
+/// `waited` in 28 bits: `m << e` nanoseconds, the smallest `e` (6 bits) for which the
+/// mantissa `m` (22 bits), rounded up, fits. Exact below 4.2 ms; above, rounded up by less
+/// than one part in two million (under 50 ns for 100 ms), so never below the time waited.
+/// Waits beyond `u64::MAX` nanoseconds (584 years) saturate there.
+fn encode_waited(waited: Duration) -> u64 {
+    let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+    let mut e = 0;
+    // Round up: `ceil(nanos / 2^e)`.
+    let mut m = nanos;
+    while m > MANTISSA_MASK {
+        e += 1;
+        m = (nanos >> e) + u64::from(nanos & ((1 << e) - 1) != 0);
+    }
+    (e << MANTISSA_BITS) | m
+}
+
+fn decode_waited(bits: u64) -> Duration {
+    let e = (bits >> MANTISSA_BITS) as u32;
+    let m = bits & MANTISSA_MASK;
+    // `m << e` may exceed u64 only for a saturated wait; keep it there.
+    let nanos = m.checked_shl(e).filter(|n| n >> e == m).unwrap_or(u64::MAX);
+    Duration::from_nanos(nanos)
 }
 
 impl BulkheadFull {
+    /// The refusal of a fast path: `Closed` if `closed`, `Full` otherwise, no wait.
+    #[inline]
+    pub(crate) fn refused(name: Name, limit: usize, closed: bool) -> Self {
+        BulkheadFull { name, packed: Packed::refused(limit, closed) }
+    }
+
     pub(crate) fn new(
         name: Name,
         max_concurrent_calls: usize,
         reason: RejectReason,
         waited: Duration,
     ) -> Self {
-        BulkheadFull { name, max_concurrent_calls, reason, waited }
+        BulkheadFull { name, packed: Packed::with(max_concurrent_calls, reason, waited) }
     }
 
     /// The name of the bulkhead that refused the call.
@@ -58,38 +157,119 @@ impl BulkheadFull {
     /// The limit when the call was refused (for [`RejectReason::TooManyKeys`], the keyed
     /// bulkhead's `max_keys`).
     pub fn max_concurrent_calls(&self) -> usize {
-        self.max_concurrent_calls
+        self.packed.limit()
     }
 
     /// Why the call was refused.
     pub fn reason(&self) -> RejectReason {
-        self.reason
+        self.packed.reason()
     }
 
     /// How long the caller waited, measured from the start of the call: at least the allowed
-    /// wait for [`RejectReason::WaitTimedOut`], zero for the other reasons.
+    /// wait for [`RejectReason::WaitTimedOut`], zero for the other reasons. Kept to within
+    /// one part in two million, rounded up (exact below 4 ms).
     pub fn waited(&self) -> Duration {
-        self.waited
+        self.packed.waited()
+    }
+}
+
+impl PartialEq for BulkheadFull {
+    fn eq(&self, other: &BulkheadFull) -> bool {
+        self.name == other.name
+            && (self.max_concurrent_calls(), self.reason(), self.waited())
+                == (other.max_concurrent_calls(), other.reason(), other.waited())
+    }
+}
+
+impl Eq for BulkheadFull {}
+
+impl fmt::Debug for BulkheadFull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BulkheadFull")
+            .field("name", &self.name)
+            .field("max_concurrent_calls", &self.max_concurrent_calls())
+            .field("reason", &self.reason())
+            .field("waited", &self.waited())
+            .finish()
     }
 }
 
 impl fmt::Display for BulkheadFull {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let limit = if self.reason == RejectReason::TooManyKeys {
-            "max keys"
-        } else {
-            "max concurrent calls"
-        };
+        let reason = self.reason();
+        let limit =
+            if reason == RejectReason::TooManyKeys { "max keys" } else { "max concurrent calls" };
         write!(
             f,
             "Bulkhead '{}' is full and does not permit further calls ({}; {limit} {}",
-            self.name, self.reason, self.max_concurrent_calls
+            self.name,
+            reason,
+            self.max_concurrent_calls()
         )?;
-        if self.reason == RejectReason::WaitTimedOut {
-            write!(f, "; waited {:?}", self.waited)?;
+        if reason == RejectReason::WaitTimedOut {
+            write!(f, "; waited {:?}", self.waited())?;
         }
         f.write_str(")")
     }
 }
 
 impl std::error::Error for BulkheadFull {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name() -> Name {
+        Name::new("bank".to_owned())
+    }
+
+    #[test]
+    fn a_fast_refusal_decodes_its_limit_and_reason() {
+        for limit in [0, 1, 16, crate::engine::state::MAX_PERMITS] {
+            for closed in [false, true] {
+                let full = BulkheadFull::refused(name(), limit, closed);
+                assert_eq!(full.max_concurrent_calls(), limit);
+                let reason = if closed { RejectReason::Closed } else { RejectReason::Full };
+                assert_eq!(full.reason(), reason);
+                assert_eq!(full.waited(), Duration::ZERO);
+                assert_eq!(full, BulkheadFull::new(name(), limit, reason, Duration::ZERO));
+            }
+        }
+    }
+
+    #[test]
+    fn every_reason_and_limit_survive_the_packing() {
+        for reason in RejectReason::ALL {
+            for limit in [0, 7, crate::engine::state::MAX_PERMITS] {
+                let full = BulkheadFull::new(name(), limit, reason, Duration::from_millis(3));
+                assert_eq!((full.reason(), full.max_concurrent_calls()), (reason, limit));
+                assert_eq!(full.bulkhead_name(), "bank");
+            }
+        }
+    }
+
+    #[test]
+    fn waited_is_never_below_the_wait_and_close_to_it() {
+        let mut waits: Vec<u64> = vec![0, 1, 999, MANTISSA_MASK, MANTISSA_MASK + 1, 20_000_000];
+        waits.extend([100_000_001, 1_000_000_007, 3_600_000_000_013, u64::MAX / 3, u64::MAX]);
+        waits.extend((0..64).map(|shift| (1u64 << shift) + 1));
+        for nanos in waits {
+            let wait = Duration::from_nanos(nanos);
+            let got = decode_waited(encode_waited(wait));
+            assert!(got >= wait, "{got:?} < {wait:?}");
+            // Within one part in two million (2^-21), exact below 2^22 ns.
+            let slack = if nanos <= MANTISSA_MASK { 0 } else { (nanos >> 21) + 1 };
+            assert!(got.as_nanos() - wait.as_nanos() <= u128::from(slack), "{got:?} for {wait:?}");
+        }
+        // Longer than u64 nanoseconds: saturates there.
+        assert_eq!(decode_waited(encode_waited(Duration::MAX)), Duration::from_nanos(u64::MAX));
+        let full = BulkheadFull::new(name(), 1, RejectReason::WaitTimedOut, Duration::MAX);
+        assert_eq!(full.reason(), RejectReason::WaitTimedOut);
+    }
+
+    #[test]
+    fn the_error_is_small_and_option_costs_nothing() {
+        assert_eq!(core::mem::size_of::<BulkheadFull>(), 32);
+        assert_eq!(core::mem::size_of::<Option<BulkheadFull>>(), 32);
+    }
+}

@@ -95,6 +95,7 @@ impl Bulkhead {
     /// }
     /// # Ok::<(), BulkheadFull>(())
     /// ```
+    #[inline]
     pub fn call_fallible<T, E>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<T, E>
     where
         E: From<BulkheadFull>,

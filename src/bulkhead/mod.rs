@@ -89,11 +89,12 @@ pub struct Bulkhead {
 impl Bulkhead {
     /// Creates a bulkhead named `name` with `config`.
     ///
-    /// Errors and events carry the name without allocating: a name of up to 31 bytes is
+    /// Errors and events carry the name without allocating: a name of up to 23 bytes is
     /// copied into them, and its memory is freed with the bulkhead and the last error or
     /// event that carries it. A longer name is interned once for the life of the process,
-    /// up to 1 MiB and 16 384 such names in all; past that cap a new long name is shortened
-    /// to its first 28 bytes or so and `…` (memory stays bounded whatever the names).
+    /// up to 1 MiB (with 16 bytes per name) and 16 384 such names in all; past that cap a
+    /// new long name is shortened to its first 20 bytes or so and `…` (memory stays bounded
+    /// whatever the names).
     ///
     /// # Examples
     ///
@@ -519,6 +520,7 @@ impl Bulkhead {
     /// assert_eq!(answer, 42);
     /// # Ok::<(), bulkhead::BulkheadFull>(())
     /// ```
+    #[inline]
     pub fn call<T>(&self, f: impl FnOnce() -> T) -> Result<T, BulkheadFull> {
         let _permit = self.acquire()?;
         Ok(f())
@@ -853,23 +855,27 @@ impl Bulkhead {
         reason: RejectReason,
         waited: Duration,
     ) -> BulkheadFull {
+        let full = BulkheadFull::new(self.name, word.limit(), reason, waited);
         if word.is_observed() || crate::observe::trace::interested() {
-            // `waited` is a constant zero on the fast paths: this folds away there.
             if waited.is_zero() {
                 self.observe_rejected(reason);
             } else {
-                self.observe_rejected_after(reason, waited);
+                // What the error reports (kept to one part in two million), so that the
+                // histogram and the caller agree.
+                self.observe_rejected_after(reason, full.waited());
             }
         }
-        BulkheadFull::new(self.name, word.limit(), reason, waited)
+        full
     }
 
     /// The refusal of a caller that found no free permit and may not wait: `Closed` if the
     /// word says so, `Full` otherwise. Decoded from the word the caller already read.
     #[inline]
     pub(crate) fn refuse(&self, word: Word) -> BulkheadFull {
-        let reason = if word.is_closed() { RejectReason::Closed } else { RejectReason::Full };
-        self.reject(word, reason, Duration::ZERO)
+        if word.is_observed() || crate::observe::trace::interested() {
+            self.observe_refused(word);
+        }
+        BulkheadFull::refused(self.name, word.limit(), word.is_closed())
     }
 
     /// As [`refuse`](Self::refuse), for a caller that already found nobody observing (and
@@ -878,8 +884,7 @@ impl Bulkhead {
     /// changed since it looked.
     #[inline]
     pub(crate) fn refuse_unobserved(&self, word: Word) -> BulkheadFull {
-        let reason = if word.is_closed() { RejectReason::Closed } else { RejectReason::Full };
-        BulkheadFull::new(self.name, word.limit(), reason, Duration::ZERO)
+        BulkheadFull::refused(self.name, word.limit(), word.is_closed())
     }
 
     /// Returns a permit held by a guard; counts it and emits `CallFinished`, if anyone
@@ -942,14 +947,18 @@ impl Bulkhead {
     }
 
     // The observed paths: out of line and `#[cold]`, so the unobserved fast paths keep
-    // their code and register allocation. Measured (callgrind, benches/callgrind.rs):
-    // without `cold`, the callers kept `self` in a callee-saved register for the call, and
-    // the unobserved `call` cost 44 instructions instead of 41 (`try_acquire_owned` reject
-    // 37 instead of 35); with it, the instrumented reject costs 51 instead of 43, and
-    // acquire + release 95 instead of 78. The unobserved counts come first. The hot case (counters on, this thread's cells inline, nobody else to
-    // tell) is a thread-local read, a bounds check, an increment and the listener check;
-    // every call it makes is a tail call, so it needs no stack frame. Everything else
-    // (taking a slot, a bucket, listeners, tracing) is in cold functions.
+    // their code and register allocation. Measured again for issue 21 (callgrind,
+    // benches/callgrind.rs, `--features metrics`): with all three observers `cold`, the
+    // unobserved kept refusal costs 20 instructions, acquire + release 34 and `call` 27, and
+    // metrics on cost a refusal 48 and acquire + release 99; without `cold` on the permit
+    // and release observers, metrics on cost 40 and 86, but the kept refusal rose to 21 (as
+    // much as tokio's), acquire + release to 37 and `call` to 30, because the callers then
+    // keep their values in callee-saved registers around the call. The unobserved counts
+    // come first. Most of a counted event is the call itself: a cold call site saves and
+    // restores the caller's live registers (about 14 instructions in the bench loop), then
+    // the hot case (counters on, this thread's cells inline, nobody else to tell) is a
+    // thread-local read, a bounds check, an increment and the listener check (18).
+    // Everything else (taking a slot, a bucket, listeners, tracing) is in cold functions.
 
     #[cold]
     #[inline(never)]
@@ -981,9 +990,17 @@ impl Bulkhead {
         hook.started(self)
     }
 
-    /// A refusal that waited zero (the fast paths, `TooManyWaiting`).
+    /// The refusal of a fast path: `Closed` if the word says so, `Full` otherwise. Takes the
+    /// word, not the reason, so that the caller does not decode it on its hot path.
     #[cold]
     #[inline(never)]
+    fn observe_refused(&self, word: Word) {
+        let reason = if word.is_closed() { RejectReason::Closed } else { RejectReason::Full };
+        self.observe_rejected(reason);
+    }
+
+    /// A refusal that waited zero (the fast paths, `TooManyWaiting`).
+    #[inline]
     fn observe_rejected(&self, reason: RejectReason) {
         if let Some(counters) = self.counters.get() {
             match counters.inline_cells() {
