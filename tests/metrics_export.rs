@@ -530,3 +530,37 @@ fn keyed_series_bound_labels_sum_the_rest_and_zero_retired_keys() {
     assert!(rows.len() <= 3 + 1 + first.len(), "{text}");
     drop(busy);
 }
+
+/// One export path for the family (issue 19): an adaptive bulkhead's limit gauges come with
+/// its registration, and a keyed bulkhead registers through the same `register` and is read
+/// by the same `collect`.
+#[test]
+fn one_register_and_collect_for_plain_adaptive_and_keyed() {
+    use bulkhead::adaptive::{AdaptiveLimit, Aimd};
+    use bulkhead::keyed::KeyedBulkhead;
+
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let bank = Arc::new(Bulkhead::new("export-adaptive", config(4, Duration::ZERO)));
+    bank.set_adaptive_limit(AdaptiveLimit::new(Aimd::default())).unwrap();
+    let tenants = Arc::new(KeyedBulkhead::<u32>::builder("export-keyed").build().unwrap());
+    let (plain, keyed) = metrics::with_local_recorder(&recorder, || {
+        (metrics_export::register(&bank), metrics_export::register(&tenants).key_series(1))
+    });
+    bank.try_acquire().unwrap().fail(); // AIMD: 4 -> 3
+    let _held = tenants.try_acquire(&7).unwrap();
+    assert!(bank.try_acquire().is_ok());
+    metrics::with_local_recorder(&recorder, metrics_export::collect);
+    let text = render(&handle);
+    assert_eq!(sample(&text, r#"bulkhead_adaptive_limit{name="export-adaptive"}"#), 3.0);
+    assert_eq!(sample(&text, r#"bulkhead_adaptive_samples_total{name="export-adaptive"}"#), 2.0);
+    assert_eq!(
+        sample(
+            &text,
+            r#"resilience4j_bulkhead_max_allowed_concurrent_calls{name="export-adaptive"}"#
+        ),
+        3.0
+    );
+    assert_eq!(sample(&text, r#"bulkhead_in_flight_calls{name="export-keyed",key="7"}"#), 1.0);
+    drop((plain, keyed));
+}

@@ -301,16 +301,55 @@ impl Inner {
 }
 
 /// Every [`register`]ed bulkhead still alive, for [`collect`].
-static REGISTERED: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
+static REGISTERED: Mutex<Vec<Weak<dyn Collect>>> = Mutex::new(Vec::new());
+
+/// A registration [`collect`] reads: a plain bulkhead's, or a keyed one's.
+trait Collect: Send + Sync {
+    fn collect(&self);
+}
+
+impl Collect for Inner {
+    fn collect(&self) {
+        Inner::collect(self);
+    }
+}
+
+/// Adds a registration to those [`collect`] reads (forgetting the dropped ones).
+fn remember(registration: Weak<dyn Collect>) {
+    let mut registered = REGISTERED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    registered.retain(|weak| weak.strong_count() > 0);
+    registered.push(registration);
+}
+
+/// What [`register`] takes: any bulkhead of the family, shared in an `Arc` (a plain or
+/// adaptive [`Bulkhead`], a [`KeyedBulkhead`](crate::keyed::KeyedBulkhead)). Sealed.
+pub trait Register: register_sealed::Sealed {
+    /// The handle `register` returns: keep it (or a clone) to keep exporting.
+    type Registered;
+
+    /// Registers `self`: see [`register`].
+    #[doc(hidden)]
+    fn register(&self) -> Self::Registered;
+}
+
+mod register_sealed {
+    pub trait Sealed {}
+    impl Sealed for std::sync::Arc<crate::bulkhead::Bulkhead> {}
+    impl<K, S> Sealed for std::sync::Arc<crate::keyed::KeyedBulkhead<K, S>> {}
+}
 
 /// Starts exporting `bulkhead`'s metrics to the recorder that is current now (the global
-/// one, or a local one set with [`metrics::with_local_recorder`]).
+/// one, or a local one set with [`metrics::with_local_recorder`]). The one export path of
+/// the family: a plain `Arc<Bulkhead>`, one with an adaptive limit attached (its
+/// `bulkhead_adaptive_*` gauges come with it), or an `Arc<KeyedBulkhead>` (its capped
+/// per-key series and its total: [`InstrumentedKeyed`]).
 ///
 /// It describes the metrics, resolves their handles once, turns on the bulkhead's own call
 /// counters ([`Bulkhead::enable_counters`]), and adds the bulkhead to those [`collect`]
-/// reads. Keep the returned [`InstrumentedBulkhead`] (it is cheap to clone): the bulkhead
-/// is exported while any clone of it is alive. Registering a bulkhead again is harmless
-/// (counters are exported as absolute values), but keeps two handles on the same series.
+/// reads. Keep the returned handle ([`InstrumentedBulkhead`], [`InstrumentedKeyed`]; cheap
+/// to clone): the bulkhead is exported while any clone of it is alive. Registering a
+/// bulkhead again is harmless (counters are exported as absolute values), but keeps two
+/// handles on the same series.
 ///
 /// # Examples
 ///
@@ -331,7 +370,19 @@ static REGISTERED: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
 ///     .contains(r#"bulkhead_calls_rejected_total{name="bank",reason="full"} 1"#));
 /// # Ok::<(), bulkhead::ConfigError>(())
 /// ```
-pub fn register(bulkhead: &Arc<Bulkhead>) -> InstrumentedBulkhead {
+pub fn register<B: Register>(bulkhead: &B) -> B::Registered {
+    bulkhead.register()
+}
+
+impl Register for Arc<Bulkhead> {
+    type Registered = InstrumentedBulkhead;
+
+    fn register(&self) -> InstrumentedBulkhead {
+        register_plain(self)
+    }
+}
+
+fn register_plain(bulkhead: &Arc<Bulkhead>) -> InstrumentedBulkhead {
     describe();
     bulkhead.enable_counters();
     let name = bulkhead.name();
@@ -341,10 +392,7 @@ pub fn register(bulkhead: &Arc<Bulkhead>) -> InstrumentedBulkhead {
         counters: Counters::new(name),
         waits: Mutex::new([Waits::new(name, "permitted"), Waits::new(name, "rejected")]),
     });
-    let mut registered = REGISTERED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    registered.retain(|weak| weak.strong_count() > 0);
-    registered.push(Arc::downgrade(&inner));
-    drop(registered);
+    remember(Arc::downgrade(&inner) as Weak<dyn Collect>);
     let instrumented = InstrumentedBulkhead { inner };
     instrumented.collect();
     instrumented
@@ -381,7 +429,7 @@ pub fn register(bulkhead: &Arc<Bulkhead>) -> InstrumentedBulkhead {
 /// # Ok::<(), bulkhead::BulkheadFull>(())
 /// ```
 pub fn collect() {
-    let live: Vec<Arc<Inner>> = {
+    let live: Vec<Arc<dyn Collect>> = {
         let mut registered = REGISTERED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         registered.retain(|weak| weak.strong_count() > 0);
         registered.iter().filter_map(Weak::upgrade).collect()
@@ -663,7 +711,8 @@ pub const OTHER_KEYS: &str = "other";
 pub const KEYED_OTHER_KEYS: &str = "bulkhead_keyed_other_keys";
 
 /// Exports a [`KeyedBulkhead`](crate::keyed::KeyedBulkhead)'s per-key gauges with bounded
-/// label cardinality: at each [`record`](Self::record), the `cap` busiest live keys (most
+/// label cardinality (what [`register`] of an `Arc<KeyedBulkhead>` runs at each
+/// [`collect`]; use it directly to record by hand, without registering): at each [`record`](Self::record), the `cap` busiest live keys (most
 /// calls in flight, then waiting: [`KeyedBulkhead::metrics`](crate::keyed::KeyedBulkhead::metrics))
 /// each get a series labelled `name` (the keyed bulkhead's) and `key` (the key's
 /// `Display`), and every other live key is summed into one series labelled
@@ -747,8 +796,16 @@ impl KeyedSeries {
         K: Eq + core::hash::Hash + Clone + fmt::Display,
         S: core::hash::BuildHasher,
     {
+        self.record_capped(keyed, self.cap);
+    }
+
+    fn record_capped<K, S>(&self, keyed: &crate::keyed::KeyedBulkhead<K, S>, cap: usize)
+    where
+        K: Eq + core::hash::Hash + Clone + fmt::Display,
+        S: core::hash::BuildHasher,
+    {
         let name = keyed.name();
-        let snapshot = keyed.metrics(self.cap);
+        let snapshot = keyed.metrics(cap);
         let now: Vec<String> = snapshot.keys.iter().map(|(key, _)| key.to_string()).collect();
         for (label, (_, m)) in now.iter().zip(&snapshot.keys) {
             keyed_gauges(name, label, m.available, m.max_allowed, m.in_flight, m.waiting);
@@ -786,6 +843,118 @@ fn keyed_gauges(
     gauge!(MAX_ALLOWED_CONCURRENT_CALLS, &labels).set(max_allowed as f64);
     gauge!(IN_FLIGHT_CALLS, &labels).set(in_flight as f64);
     gauge!(WAITING_CALLS, &labels).set(waiting as f64);
+}
+
+/// How many keys [`register`] gives a series of their own by default (the busiest), before
+/// [`InstrumentedKeyed::key_series`] changes it.
+pub const DEFAULT_KEY_SERIES: usize = 10;
+
+/// A keyed bulkhead whose metrics are exported: created by [`register`]. At each
+/// [`collect`], the busiest keys get a series each (at most
+/// [`key_series`](Self::key_series), [`DEFAULT_KEY_SERIES`] unless changed), every other
+/// live key is summed into `key="other"`, and the shared total, if any, is exported as a
+/// plain bulkhead (gauges and counters): the rules of [`KeyedSeries`], which this uses.
+/// Per-key counters are not exported: a key's bulkhead is recreated after an eviction, so
+/// its counts would restart; the total counts every call.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use bulkhead::keyed::KeyedBulkhead;
+///
+/// let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+/// let tenants = Arc::new(KeyedBulkhead::<u32>::builder("api").build()?);
+/// let exported = metrics::with_local_recorder(&recorder, || {
+///     bulkhead::metrics_export::register(&tenants).key_series(1)
+/// });
+/// let _busy: Vec<_> = (0..3).map(|_| tenants.try_acquire(&7).unwrap()).collect();
+/// let _quiet = tenants.try_acquire(&1)?;
+/// metrics::with_local_recorder(&recorder, || bulkhead::metrics_export::collect());
+/// let text = recorder.handle().render();
+/// assert!(text.contains(r#"bulkhead_in_flight_calls{name="api",key="7"} 3"#), "{text}");
+/// assert!(text.contains(r#"bulkhead_in_flight_calls{name="api",key="other"} 1"#));
+/// # drop(exported);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct InstrumentedKeyed<K, S = std::collections::hash_map::RandomState> {
+    inner: Arc<KeyedInner<K, S>>,
+}
+
+impl<K, S> Clone for InstrumentedKeyed<K, S> {
+    fn clone(&self) -> Self {
+        InstrumentedKeyed { inner: Arc::clone(&self.inner) }
+    }
+}
+
+struct KeyedInner<K, S> {
+    keyed: Arc<crate::keyed::KeyedBulkhead<K, S>>,
+    series: KeyedSeries,
+    /// The cap of own series, set by `key_series`.
+    cap: std::sync::atomic::AtomicUsize,
+}
+
+impl<K, S> Collect for KeyedInner<K, S>
+where
+    K: Eq + core::hash::Hash + Clone + fmt::Display + Send + Sync,
+    S: core::hash::BuildHasher + Send + Sync,
+{
+    fn collect(&self) {
+        // Ordering: Relaxed — an independent setting; a collection concurrent with a change
+        // may use either cap.
+        let cap = self.cap.load(std::sync::atomic::Ordering::Relaxed);
+        self.series.record_capped(&self.keyed, cap);
+    }
+}
+
+impl<K, S> InstrumentedKeyed<K, S>
+where
+    K: Eq + core::hash::Hash + Clone + fmt::Display + Send + Sync + 'static,
+    S: core::hash::BuildHasher + Send + Sync + 'static,
+{
+    /// The keyed bulkhead.
+    pub fn keyed(&self) -> &Arc<crate::keyed::KeyedBulkhead<K, S>> {
+        &self.inner.keyed
+    }
+
+    /// Gives at most `cap` keys a series of their own (the busiest; the others are summed
+    /// into `key="other"`) from the next collection on.
+    pub fn key_series(self, cap: usize) -> Self {
+        // Ordering: Relaxed — see `collect`.
+        self.inner.cap.store(cap, std::sync::atomic::Ordering::Relaxed);
+        self
+    }
+
+    /// Hands the recorder this keyed bulkhead's current values: [`collect`] for one.
+    pub fn collect(&self) {
+        Collect::collect(&*self.inner);
+    }
+}
+
+impl<K, S> fmt::Debug for InstrumentedKeyed<K, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InstrumentedKeyed").field("keyed", &self.inner.keyed.name()).finish()
+    }
+}
+
+impl<K, S> Register for Arc<crate::keyed::KeyedBulkhead<K, S>>
+where
+    K: Eq + core::hash::Hash + Clone + fmt::Display + Send + Sync + 'static,
+    S: core::hash::BuildHasher + Send + Sync + 'static,
+{
+    type Registered = InstrumentedKeyed<K, S>;
+
+    fn register(&self) -> InstrumentedKeyed<K, S> {
+        describe();
+        self.enable_counters();
+        let inner = Arc::new(KeyedInner {
+            keyed: Arc::clone(self),
+            series: KeyedSeries::new(DEFAULT_KEY_SERIES),
+            cap: std::sync::atomic::AtomicUsize::new(DEFAULT_KEY_SERIES),
+        });
+        remember(Arc::downgrade(&inner) as Weak<dyn Collect>);
+        InstrumentedKeyed { inner }
+    }
 }
 
 #[cfg(test)]
