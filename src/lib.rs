@@ -73,6 +73,11 @@ pub mod adaptive;
 pub(crate) mod bulkhead;
 pub(crate) mod engine;
 pub(crate) mod integrations;
+
+/// The method matrix of the family: plain, keyed and adaptive bulkheads, operation by
+/// operation, each row with an example run on all three.
+#[doc = include_str!("../docs/family.md")]
+pub mod family {}
 pub mod keyed;
 pub(crate) mod observe;
 pub(crate) mod registry;
