@@ -101,6 +101,25 @@ fn tracing_too_many_waiting_is_a_debug_event() {
     assert_eq!(events[0].fields["reason"], "too_many_waiting");
 }
 
+/// Issue 19: a keyed bulkhead's `TooManyKeys` refusal is logged like any refusal, naming
+/// the refused key's would-be bulkhead.
+#[test]
+fn tracing_too_many_keys_is_a_debug_event_naming_the_key() {
+    let keyed = bulkhead::keyed::KeyedBulkhead::<u32>::builder("tr-keyed")
+        .default_config(limit(1))
+        .max_keys(1)
+        .build()
+        .unwrap();
+    let _busy = keyed.try_acquire(&1).unwrap();
+    let events = captured(|| {
+        assert_eq!(keyed.try_acquire(&2).unwrap_err().reason(), RejectReason::TooManyKeys);
+    });
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].level, Level::DEBUG);
+    assert_eq!(events[0].fields["bulkhead"], "tr-keyed/2");
+    assert_eq!(events[0].fields["reason"], "too_many_keys");
+}
+
 /// Holds `bulkhead`'s only permit while `wait` queues on another thread (its events
 /// captured), for past the 10 ms threshold, then frees it: the wait is one `DEBUG` event
 /// naming the bulkhead, with its length.

@@ -498,6 +498,16 @@ mod family {
         );
     }
 
+    /// Issue 19: a keyed-level listener registered while a new key is created reaches it
+    /// exactly once.
+    #[test]
+    fn keyed_listener_racing_new_key_registered_once() {
+        run_model(
+            "keyed_listener_racing_new_key_registered_once",
+            scenarios_family::keyed_listener_racing_new_key_registered_once,
+        );
+    }
+
     /// Issue 19: two owned async keyed acquires through a total of 1, hostile wakers.
     #[test]
     fn keyed_owned_async_hostile_wakers_keep_total() {

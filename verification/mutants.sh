@@ -125,6 +125,7 @@ MUTANTS=(
     keyed_same_key_reserves_before_lookup
     keyed_try_takes_total_before_key
     keyed_owned_async_skips_total
+    keyed_listener_read_before_shard_lock
     adaptive_releases_before_recording
     adaptive_limit_applied_without_recheck
 )
@@ -166,6 +167,7 @@ describe() {
     on_event_leaves_flag_clear) echo "on_event does not raise OBSERVED (a lone listener hears nothing)" ;;
     removed_listener_still_called) echo "emit ignores a listener's removal" ;;
     keyed_total_refusal_keeps_key_slot) echo "keyed: a total refusal leaks the key slot already taken" ;;
+    keyed_listener_read_before_shard_lock) echo "keyed (issue 19): a new key reads the keyed-level listeners before its shard's lock (a concurrent on_event reaches neither)" ;;
     keyed_owned_async_skips_total) echo "keyed (issue 19): the owned async acquire (AcquireOwnedKeyed) never waits for the total" ;;
     keyed_sync_takes_total_before_key) echo "keyed: the blocking acquire takes the total before the key (async takes key first)" ;;
     keyed_evicts_by_metrics) echo "keyed: idle means nothing in flight or waiting (misses a caller between look-up and acquire)" ;;
@@ -334,6 +336,10 @@ apply() {
                 let total_first = total.try_acquire();
                 let key_permit = self.try_key(key, KeySlot)?;
                 both(key_permit, Some(total_first))' ;;
+    keyed_listener_read_before_shard_lock)
+        mutate src/keyed.rs '        let mut new = Some((Arc::new(key.clone()), Arc::new(bulkhead)));' '        let mut new = Some((Arc::new(key.clone()), Arc::new(bulkhead)));
+        let early = self.settings.lock().bring_up_to_date(key, &new.as_ref().expect("made").1, version);' &&
+        mutate src/keyed.rs '            let listeners = self.settings.lock().bring_up_to_date(&key, &bulkhead, version);' '            let listeners = early;' ;;
     keyed_owned_async_skips_total)
         mutate src/keyed/mod.rs '                    Ok(key) => match total.take() {' '                    Ok(key) => match total.take().filter(|_| false) {' ;;
     adaptive_releases_before_recording)

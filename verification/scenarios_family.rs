@@ -279,3 +279,29 @@ pub fn keyed_owned_async_hostile_wakers_keep_total() {
         assert_quiescent(&keyed.key_bulkhead(&key).expect("live"), 1);
     }
 }
+
+/// Issue 19: a keyed-level listener registered (`on_event`) while another thread creates a
+/// new key (key 5, with a permit taken and dropped) reaches that key's bulkhead exactly
+/// once: a call on the key after both are done is heard exactly twice (permitted,
+/// finished); 0 means the new key missed the listener, 4 that it got it twice. (A new
+/// key is brought up to date under its shard's lock and `on_event` walks the shards after
+/// adding the listener; either order of the two meets.)
+pub fn keyed_listener_racing_new_key_registered_once() {
+    let keyed = keyed(1, None, 4);
+    let heard = Arc::new(AtomicUsize::new(0));
+    let registrar = {
+        let (keyed, heard) = (Arc::clone(&keyed), Arc::clone(&heard));
+        rt::spawn(move || {
+            let _keep = keyed.on_event(move |_| {
+                heard.fetch_add(1, SeqCst);
+            });
+        })
+    };
+    drop(keyed.try_acquire(&5).expect("a new key with a free slot"));
+    join(registrar);
+    let before = heard.load(SeqCst);
+    drop(keyed.try_acquire(&5).expect("free again"));
+    let after = heard.load(SeqCst) - before;
+    assert_eq!(after, 2, "a call on the new key was heard {after} times, not once per event");
+    assert_quiescent(&keyed.key_bulkhead(&5).expect("live"), 1);
+}

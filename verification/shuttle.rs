@@ -294,6 +294,8 @@ mod family {
             crate::scenarios_family::keyed_close_racing_new_key_at_full_map();
         keyed_owned_async_hostile_wakers_keep_total =>
             crate::scenarios_family::keyed_owned_async_hostile_wakers_keep_total();
+        keyed_listener_racing_new_key_registered_once =>
+            crate::scenarios_family::keyed_listener_racing_new_key_registered_once();
     }
 
     /// As `replay` above, for these scenarios: `SHUTTLE_REPLAY_SCENARIO=<name>

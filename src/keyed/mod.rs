@@ -855,8 +855,9 @@ where
     }
 
     /// The refusal of a new key the map has no room for: named `"{name}/{key}"` (shortened
-    /// to fit inline, never interned: refused keys may be unbounded), counted, and told to
-    /// the keyed level's listeners (outside every lock). A rare, cold path: it allocates.
+    /// to fit inline, never interned: refused keys may be unbounded), counted, told to the
+    /// keyed level's listeners and logged as a `tracing` event like any refusal (outside
+    /// every lock). A rare, cold path: it allocates.
     #[cold]
     fn too_many_keys(&self, key: &K) -> BulkheadFull {
         let name = transient_name(format!("{}/{}", self.name, key));
@@ -873,6 +874,9 @@ where
                 }));
             }
         }
+        // As a plain refusal: a `tracing` event (feature `tracing`), after every lock.
+        #[cfg(feature = "tracing")]
+        crate::trace::rejected(name.as_str(), RejectReason::TooManyKeys, Duration::ZERO);
         BulkheadFull::new(name, self.max_keys, RejectReason::TooManyKeys, Duration::ZERO)
     }
 
