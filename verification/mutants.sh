@@ -337,9 +337,9 @@ apply() {
                 let key_permit = self.try_key(key, KeySlot)?;
                 both(key_permit, Some(total_first))' ;;
     keyed_listener_read_before_shard_lock)
-        mutate src/keyed.rs '        let mut new = Some((Arc::new(key.clone()), Arc::new(bulkhead)));' '        let mut new = Some((Arc::new(key.clone()), Arc::new(bulkhead)));
+        mutate src/keyed/mod.rs '        let mut new = Some((Arc::new(key.clone()), Arc::new(bulkhead)));' '        let mut new = Some((Arc::new(key.clone()), Arc::new(bulkhead)));
         let early = self.settings.lock().bring_up_to_date(key, &new.as_ref().expect("made").1, version);' &&
-        mutate src/keyed.rs '            let listeners = self.settings.lock().bring_up_to_date(&key, &bulkhead, version);' '            let listeners = early;' ;;
+        mutate src/keyed/mod.rs '            let listeners = self.settings.lock().bring_up_to_date(&key, &bulkhead, version);' '            let listeners = early;' ;;
     keyed_owned_async_skips_total)
         mutate src/keyed/mod.rs '                    Ok(key) => match total.take() {' '                    Ok(key) => match total.take().filter(|_| false) {' ;;
     adaptive_releases_before_recording)

@@ -876,7 +876,7 @@ where
         }
         // As a plain refusal: a `tracing` event (feature `tracing`), after every lock.
         #[cfg(feature = "tracing")]
-        crate::trace::rejected(name.as_str(), RejectReason::TooManyKeys, Duration::ZERO);
+        crate::observe::trace::rejected(name.as_str(), RejectReason::TooManyKeys, Duration::ZERO);
         BulkheadFull::new(name, self.max_keys, RejectReason::TooManyKeys, Duration::ZERO)
     }
 
