@@ -8,7 +8,7 @@ use std::sync::Arc as StdArc;
 use crate::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
 use crate::name::Name;
 use crate::observe::{bump_own, Cells, Counters, Listeners, Outcome};
-use crate::state::{Semaphore, Word};
+use crate::state::{Semaphore, Word, MAX_PERMITS};
 use crate::sync::{AtomicU64, AtomicUsize, Instant, Mutex, OnceLock, Ordering};
 use crate::{
     BulkheadConfig, BulkheadEvent, BulkheadEventKind, BulkheadFull, BulkheadMetrics, OwnedPermit,
@@ -276,7 +276,7 @@ impl Bulkhead {
             }
             // Fail fast without decoding the configured wait into a `Duration`.
             Err(word) if word.is_closed() || self.max_wait_is_zero() => Err(self.refuse(word)),
-            Err(_) => self.wait_blocking(self.max_wait()).map(|()| Permit::new(self)),
+            Err(_) => self.wait_blocking(self.max_wait(), 1).map(|()| Permit::new(self)),
         }
     }
 
@@ -317,7 +317,7 @@ impl Bulkhead {
                 Ok(())
             }
             Err(word) if word.is_closed() || wait.is_zero() => Err(self.refuse(word)),
-            Err(_) => self.wait_blocking(wait),
+            Err(_) => self.wait_blocking(wait, 1),
         }
     }
 
@@ -423,6 +423,187 @@ impl Bulkhead {
     /// ```
     pub fn try_acquire_owned(self: &StdArc<Self>) -> Result<OwnedPermit, BulkheadFull> {
         self.try_acquire().map(|permit| permit.into_owned(StdArc::clone(self)))
+    }
+
+    /// Takes `n` permits at once if they are free: a call that costs `n` slots of the
+    /// limit. Never waits. `try_acquire_many(1)` is [`try_acquire`](Self::try_acquire).
+    ///
+    /// All or nothing: either the permit holds `n` slots or nothing was taken. While anyone
+    /// waits, a newcomer takes nothing, whatever it asks for (FIFO, no barging).
+    /// `n == 0` gives an empty permit at once (as tokio's `acquire_many(0)` does) unless the
+    /// bulkhead is closed: it takes no slot, so it overtakes nobody.
+    ///
+    /// # Errors
+    ///
+    /// [`RejectReason::ExceedsLimit`] when `n` is above the current limit (it could never be
+    /// granted); [`RejectReason::Full`] when fewer than `n` slots are free for a newcomer;
+    /// [`RejectReason::Closed`] once [`close`](Self::close) ran.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(4).build()?);
+    /// let batch = bulkhead.try_acquire_many(3).expect("3 of 4 free");
+    /// assert_eq!(batch.num_permits(), 3);
+    /// assert_eq!(bulkhead.try_acquire_many(2).unwrap_err().reason(), RejectReason::Full);
+    /// assert_eq!(bulkhead.try_acquire_many(5).unwrap_err().reason(), RejectReason::ExceedsLimit);
+    /// drop(batch);
+    /// assert_eq!(bulkhead.metrics().available_concurrent_calls(), 4);
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire_many(&self, n: u32) -> Result<Permit<'_>, BulkheadFull> {
+        match self.try_acquire_many_raw(n) {
+            Ok(word) => {
+                self.permitted(word);
+                Ok(Permit::with_permits(self, n))
+            }
+            Err(word) => Err(self.refuse_many(word, n)),
+        }
+    }
+
+    /// Takes `n` permits at once, waiting up to the configured `max_wait_duration` for them.
+    /// `acquire_many(1)` is [`acquire`](Self::acquire).
+    ///
+    /// The wait is strictly FIFO: a waiter for 3 at the head of the queue holds back a later
+    /// waiter for 1 even while 1 or 2 slots are free, and it is granted its whole request at
+    /// once (never part of it) as soon as releases or growth free `n` slots. A request above
+    /// the current limit is refused at once (a request for 1 never is: at a limit of 0 it
+    /// waits for growth, as [`acquire`](Self::acquire) does); a waiter that reaches the head
+    /// of the queue
+    /// while a shrink has put the limit below its request is refused then (it would
+    /// otherwise block everyone behind it until the limit grows back).
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread for up to `max_wait_duration`, as [`acquire`](Self::acquire)
+    /// does (and panics where it would).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire), and [`RejectReason::ExceedsLimit`] when `n` is above
+    /// the limit, when asked or when a shrink put the limit below `n` while it waited.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+    /// let config = BulkheadConfig::builder()
+    ///     .max_concurrent_calls(3)
+    ///     .max_wait_duration(Duration::from_millis(5))
+    ///     .build()?;
+    /// let bulkhead = Bulkhead::new("bank", config);
+    /// let one = bulkhead.acquire()?;
+    /// // 2 free, 3 asked: waits 5 ms for the third, then gives up.
+    /// assert_eq!(bulkhead.acquire_many(3).unwrap_err().reason(), RejectReason::WaitTimedOut);
+    /// drop(one);
+    /// assert_eq!(bulkhead.acquire_many(3)?.num_permits(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_many(&self, n: u32) -> Result<Permit<'_>, BulkheadFull> {
+        match self.try_acquire_many_raw(n) {
+            Ok(word) => {
+                self.permitted(word);
+                Ok(Permit::with_permits(self, n))
+            }
+            Err(word)
+                if word.is_closed()
+                    || n == 0
+                    || word.exceeds_limit(n)
+                    || self.max_wait_is_zero() =>
+            {
+                Err(self.refuse_many(word, n))
+            }
+            Err(_) => {
+                self.wait_blocking(self.max_wait(), n).map(|()| Permit::with_permits(self, n))
+            }
+        }
+    }
+
+    /// Waits asynchronously for `n` permits at once, up to the configured
+    /// `max_wait_duration`, on any executor. `acquire_many_async(1)` is
+    /// [`acquire_async`](Self::acquire_async); the wait is ordered as
+    /// [`acquire_many`](Self::acquire_many)'s.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. A waiter is granted its whole request at once, never part of it, so a
+    /// dropped, timed-out or refused waiter holds nothing to give back; a request granted to
+    /// a future dropped before it returns the permit goes back whole, to the waiters behind.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), bulkhead::BulkheadFull> {
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// let batch = bulkhead.acquire_many_async(4).await?;
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 4);
+    /// drop(batch);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_many_async(&self, n: u32) -> Acquire<'_> {
+        Acquire::many(self, n)
+    }
+
+    /// Takes `n` permits at once as an owned permit if they are free. Never waits.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_many`](Self::try_acquire_many).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::default()));
+    /// let permit = bulkhead.try_acquire_many_owned(5)?;
+    /// std::thread::spawn(move || assert_eq!(permit.num_permits(), 5)).join().unwrap();
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 0);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn try_acquire_many_owned(
+        self: &StdArc<Self>,
+        n: u32,
+    ) -> Result<OwnedPermit, BulkheadFull> {
+        self.try_acquire_many(n).map(|permit| permit.into_owned(StdArc::clone(self)))
+    }
+
+    /// Waits asynchronously for `n` permits at once as an owned permit, up to the configured
+    /// `max_wait_duration`. The future is `Send + 'static`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire_many_async`](Self::acquire_many_async).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+    /// let permit = tokio::spawn(bulkhead.acquire_many_owned_async(2)).await.unwrap().unwrap();
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 2);
+    /// drop(permit);
+    /// # }
+    /// ```
+    pub fn acquire_many_owned_async(self: &StdArc<Self>, n: u32) -> AcquireOwned {
+        AcquireOwned::many(StdArc::clone(self), n)
     }
 
     /// Takes an owned permit, waiting up to the configured `max_wait_duration`.
@@ -834,13 +1015,53 @@ impl Bulkhead {
         BulkheadFull::new(self.name, word.limit(), reason, Duration::ZERO)
     }
 
-    /// Returns a permit held by a guard; counts it and emits `CallFinished`, if anyone
-    /// observes.
+    /// Returns the `permits` held by a guard (0 for an empty one); counts it and emits
+    /// `CallFinished`, if anyone observes.
     #[inline]
-    pub(crate) fn release_permit(&self) {
-        let word = self.sem.release();
+    pub(crate) fn release_permits(&self, permits: u32) {
+        let word = self.sem.release_many(permits);
         if word.is_observed() {
             self.observe_finished();
+        }
+    }
+
+    /// The refusal of a caller asking for `permits` that found too few free and may not wait:
+    /// `Closed`, `ExceedsLimit` when the request is above the limit (it could never be
+    /// granted), `Full` otherwise.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn refuse_many(&self, word: Word, permits: u32) -> BulkheadFull {
+        let reason = if word.is_closed() {
+            RejectReason::Closed
+        } else if word.exceeds_limit(permits) {
+            RejectReason::ExceedsLimit
+        } else {
+            RejectReason::Full
+        };
+        self.reject(word, reason, Duration::ZERO)
+    }
+
+    /// An empty permit's "acquire": takes nothing, so it is granted at once, even past queued
+    /// waiters, unless the bulkhead is closed.
+    #[inline]
+    fn try_acquire_none(&self) -> Result<Word, Word> {
+        let word = self.sem.load();
+        if word.is_closed() {
+            Err(word)
+        } else {
+            Ok(word)
+        }
+    }
+
+    /// Takes `permits` at once, all or nothing, without waiting: the fast path of every
+    /// weighted acquire.
+    #[inline]
+    pub(crate) fn try_acquire_many_raw(&self, permits: u32) -> Result<Word, Word> {
+        match permits {
+            0 => self.try_acquire_none(),
+            // Above the limit: never free; refused with `ExceedsLimit` by `refuse_many`.
+            n if n as usize > MAX_PERMITS => Err(self.sem.load()),
+            n => self.sem.try_acquire_many(n),
         }
     }
 

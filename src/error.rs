@@ -26,16 +26,23 @@ pub enum RejectReason {
     /// The bulkhead was closed ([`Bulkhead::close`](crate::Bulkhead::close)): it refuses
     /// every call, and refused this caller while it waited, if it did.
     Closed,
+    /// The caller asked for more permits at once than the limit
+    /// ([`Bulkhead::try_acquire_many`](crate::Bulkhead::try_acquire_many) and the other
+    /// weighted acquires): refused at once, without waiting, since no release could satisfy
+    /// it; or, while it waited, a shrink put the limit below its request when it was at the
+    /// head of the queue.
+    ExceedsLimit,
 }
 
 impl RejectReason {
     /// Every reason, in declaration order: `ALL[r.index()] == r`. Per-reason counters are
     /// arrays of this length, so a new reason is one more entry here (and its label below).
-    pub(crate) const ALL: [RejectReason; 4] = [
+    pub(crate) const ALL: [RejectReason; 5] = [
         RejectReason::Full,
         RejectReason::WaitTimedOut,
         RejectReason::TooManyWaiting,
         RejectReason::Closed,
+        RejectReason::ExceedsLimit,
     ];
 
     /// The position of this reason in [`ALL`](Self::ALL).
@@ -53,6 +60,7 @@ impl RejectReason {
     /// assert_eq!(RejectReason::WaitTimedOut.label(), "wait_timed_out");
     /// assert_eq!(RejectReason::TooManyWaiting.label(), "too_many_waiting");
     /// assert_eq!(RejectReason::Closed.label(), "closed");
+    /// assert_eq!(RejectReason::ExceedsLimit.label(), "exceeds_limit");
     /// ```
     pub const fn label(self) -> &'static str {
         match self {
@@ -60,6 +68,7 @@ impl RejectReason {
             RejectReason::WaitTimedOut => "wait_timed_out",
             RejectReason::TooManyWaiting => "too_many_waiting",
             RejectReason::Closed => "closed",
+            RejectReason::ExceedsLimit => "exceeds_limit",
         }
     }
 }
@@ -71,6 +80,7 @@ impl fmt::Display for RejectReason {
             RejectReason::WaitTimedOut => "wait timed out",
             RejectReason::TooManyWaiting => "too many waiting",
             RejectReason::Closed => "closed",
+            RejectReason::ExceedsLimit => "request exceeds the limit",
         })
     }
 }

@@ -56,11 +56,13 @@ struct Core {
     /// Whether the bulkhead's timer keeps the deadline (`acquire_async`), or a sleep of the
     /// caller's does (`acquire_async_with_sleep`).
     engine_timer: bool,
+    /// The permits asked for (`acquire_many_async`); 1 for the plain acquires.
+    permits: u32,
 }
 
 impl Core {
-    const fn new(engine_timer: bool) -> Self {
-        Core { key: None, start: None, deadline: None, done: false, engine_timer }
+    const fn new(engine_timer: bool, permits: u32) -> Self {
+        Core { key: None, start: None, deadline: None, done: false, engine_timer, permits }
     }
 
     /// Called on drop: a queued future leaves the queue; a permit granted to it but never
@@ -68,17 +70,18 @@ impl Core {
     #[inline]
     fn cancel(&mut self, bulkhead: &Bulkhead) {
         if let Some(key) = self.key {
-            Self::withdraw(key, bulkhead);
+            Self::withdraw(key, bulkhead, self.permits);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn withdraw(key: WaitKey, bulkhead: &Bulkhead) {
+    fn withdraw(key: WaitKey, bulkhead: &Bulkhead, permits: u32) {
         // Not granted (still queued, closed, timed out): the slot is gone, nothing is owned.
         if bulkhead.sem().withdraw(key) == Some(Outcome::Granted) {
-            // Never handed to the caller, so no `CallPermitted`/`CallFinished` pair.
-            bulkhead.sem().release();
+            // Never handed to the caller, so no `CallPermitted`/`CallFinished` pair. Every
+            // permit of the request goes back (a grant is always the whole request).
+            bulkhead.sem().release_many(permits);
         }
     }
 
@@ -95,15 +98,26 @@ impl Core {
             // First poll: the fast path, or a refusal that needs no queue, decided inline.
             assert!(!self.done, "a bulkhead acquire future was polled after it completed");
             let sem = bulkhead.sem();
-            let word = match sem.try_acquire() {
+            let permits = self.permits;
+            let acquired = if permits == 1 {
+                sem.try_acquire()
+            } else {
+                // An empty permit takes nothing, so it overtakes nobody: granted unless closed.
+                bulkhead.try_acquire_many_raw(permits)
+            };
+            let word = match acquired {
                 Ok(word) => {
                     bulkhead.permitted(word);
                     return self.done_with(Ok(()));
                 }
                 Err(word) => word,
             };
-            if word.is_closed() || bulkhead.max_wait_is_zero() {
-                return self.done_with(Err(bulkhead.refuse(word)));
+            if word.is_closed()
+                || bulkhead.max_wait_is_zero()
+                || word.exceeds_limit(permits)
+                || permits == 0
+            {
+                return self.done_with(Err(bulkhead.refuse_many(word, permits)));
             }
             if let Some(done) = self.start_wait(timer.as_mut(), bulkhead, cx, arm) {
                 return done;
@@ -197,7 +211,12 @@ impl Core {
                 .then(|| sem.clock.now());
         let deadline = start.and_then(|start| sem.clock.deadline(start, wait));
         let timed = if self.engine_timer { deadline } else { None };
-        let key = match sem.enqueue(Wake::task(cx.waker()), bulkhead.max_waiting(), timed) {
+        let key = match sem.enqueue(
+            Wake::task(cx.waker()),
+            bulkhead.max_waiting(),
+            timed,
+            self.permits,
+        ) {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {
                 bulkhead.permitted_after(sem.load(), start);
@@ -209,6 +228,10 @@ impl Core {
                 return Some(self.done_with(Err(err)));
             }
             Enqueued::Closed => return Some(self.done_with(Err(bulkhead.refuse(sem.load())))),
+            Enqueued::ExceedsLimit => {
+                let err = bulkhead.refuse_many(sem.load(), self.permits);
+                return Some(self.done_with(Err(err)));
+            }
         };
         self.key = Some(key);
         self.start = start;
@@ -246,6 +269,10 @@ impl Core {
             }
             Outcome::Closed => {
                 let err = bulkhead.reject(sem.load(), RejectReason::Closed, Duration::ZERO);
+                self.done_with(Err(err))
+            }
+            Outcome::ExceedsLimit => {
+                let err = bulkhead.reject(sem.load(), RejectReason::ExceedsLimit, Duration::ZERO);
                 self.done_with(Err(err))
             }
             Outcome::TimedOut => {
@@ -296,7 +323,12 @@ pin_project! {
 impl<'a> Acquire<'a> {
     #[inline]
     pub(crate) fn new(bulkhead: &'a Bulkhead) -> Self {
-        Acquire { bulkhead, core: Core::new(true), timer: Timer::Off }
+        Acquire { bulkhead, core: Core::new(true, 1), timer: Timer::Off }
+    }
+
+    /// `acquire_many_async(permits)`.
+    pub(crate) fn many(bulkhead: &'a Bulkhead, permits: u32) -> Self {
+        Acquire { bulkhead, core: Core::new(true, permits), timer: Timer::Off }
     }
 }
 
@@ -307,9 +339,10 @@ impl<'a> Future for Acquire<'a> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let bulkhead: &'a Bulkhead = this.bulkhead;
+        let permits = this.core.permits;
         this.core
             .poll(this.timer, bulkhead, cx, engine_timer)
-            .map(|r| r.map(|()| Permit::new(bulkhead)))
+            .map(|r| r.map(|()| Permit::with_permits(bulkhead, permits)))
     }
 }
 
@@ -353,7 +386,7 @@ where
         AcquireWithSleep {
             bulkhead,
             make_sleep: Some(make_sleep),
-            core: Core::new(false),
+            core: Core::new(false, 1),
             timer: Timer::Off,
         }
     }
@@ -407,7 +440,12 @@ pin_project! {
 
 impl AcquireOwned {
     pub(crate) fn new(bulkhead: Arc<Bulkhead>) -> Self {
-        AcquireOwned { bulkhead, core: Core::new(true), timer: Timer::Off }
+        AcquireOwned { bulkhead, core: Core::new(true, 1), timer: Timer::Off }
+    }
+
+    /// `acquire_many_owned_async(permits)`.
+    pub(crate) fn many(bulkhead: Arc<Bulkhead>, permits: u32) -> Self {
+        AcquireOwned { bulkhead, core: Core::new(true, permits), timer: Timer::Off }
     }
 }
 
@@ -417,9 +455,10 @@ impl Future for AcquireOwned {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let bulkhead = this.bulkhead;
+        let permits = this.core.permits;
         this.core
             .poll(this.timer, bulkhead, cx, engine_timer)
-            .map(|r| r.map(|()| OwnedPermit::from_acquired(Arc::clone(bulkhead))))
+            .map(|r| r.map(|()| OwnedPermit::with_permits(Arc::clone(bulkhead), permits)))
     }
 }
 
