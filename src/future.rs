@@ -97,27 +97,21 @@ impl Core {
         if just_queued {
             // First poll: the fast path, or a refusal that needs no queue, decided inline.
             assert!(!self.done, "a bulkhead acquire future was polled after it completed");
-            let sem = bulkhead.sem();
-            let permits = self.permits;
-            let acquired = if permits == 1 {
-                sem.try_acquire()
-            } else {
-                // An empty permit takes nothing, so it overtakes nobody: granted unless closed.
-                bulkhead.try_acquire_many_raw(permits)
-            };
-            let word = match acquired {
-                Ok(word) => {
-                    bulkhead.permitted(word);
-                    return self.done_with(Ok(()));
+            if self.permits != 1 {
+                if let Some(done) = self.first_poll_many(bulkhead) {
+                    return done;
                 }
-                Err(word) => word,
-            };
-            if word.is_closed()
-                || bulkhead.max_wait_is_zero()
-                || word.exceeds_limit(permits)
-                || permits == 0
-            {
-                return self.done_with(Err(bulkhead.refuse_many(word, permits)));
+            } else {
+                let word = match bulkhead.sem().try_acquire() {
+                    Ok(word) => {
+                        bulkhead.permitted(word);
+                        return self.done_with(Ok(()));
+                    }
+                    Err(word) => word,
+                };
+                if word.is_closed() || bulkhead.max_wait_is_zero() {
+                    return self.done_with(Err(bulkhead.refuse(word)));
+                }
             }
             if let Some(done) = self.start_wait(timer.as_mut(), bulkhead, cx, arm) {
                 return done;
@@ -129,6 +123,31 @@ impl Core {
             timer.set(Timer::Off);
         }
         poll
+    }
+
+    /// The first poll of a weighted acquire (`permits != 1`): the fast path, or a refusal
+    /// that needs no queue (closed, no wait allowed, above the limit); `None` to queue. An
+    /// empty request (0) is granted unless closed and never queues. Out of line, so the
+    /// plain acquire's first poll keeps its code.
+    #[cold]
+    #[inline(never)]
+    fn first_poll_many(&mut self, bulkhead: &Bulkhead) -> Option<Poll<Result<(), BulkheadFull>>> {
+        let permits = self.permits;
+        let word = match bulkhead.try_acquire_many_raw(permits) {
+            Ok(word) => {
+                bulkhead.permitted(word);
+                return Some(self.done_with(Ok(())));
+            }
+            Err(word) => word,
+        };
+        if word.is_closed()
+            || bulkhead.max_wait_is_zero()
+            || word.exceeds_limit(permits)
+            || permits == 0
+        {
+            return Some(self.done_with(Err(bulkhead.refuse_many(word, permits))));
+        }
+        None
     }
 
     /// A queued wait: checks its slot (unless it was queued by this very poll, with this

@@ -40,7 +40,7 @@ fn join<T>(handle: rt::JoinHandle<T>) -> T {
 /// Drives `fut` to completion on this model thread, polling it each time with a *new*
 /// hostile waker (so every re-poll replaces the queued waker, and the old one is dropped by
 /// the queue); the hostile waker's `wake` also wakes `block_on`.
-fn block_on_hostile<F: Future + Unpin>(
+pub fn block_on_hostile<F: Future + Unpin>(
     bulkhead: &Arc<Bulkhead>,
     close_on: Option<Op>,
     mut fut: F,
