@@ -53,11 +53,11 @@
 //!   whose request a shrink put above the limit is refused by the next drain (`Refused`,
 //!   reported as `ExceedsLimit`); `set_limit` asks for that drain on every shrink with
 //!   waiters queued, so nothing waits behind a request that cannot be granted.
-//! * **Leaving the head.** A weighted waiter that withdraws may have held back waiters that
-//!   the free permits satisfy: `withdraw` drains then. The deadline timer cannot reach the
-//!   state word, so when it withdraws a weighted waiter the drain it owes is run by that
-//!   waiter when it next looks at its slot (`poll_wait`, `withdraw`: the timer woke it), or
-//!   by any release or growth before that.
+//! * **Leaving the head.** When the head withdraws, the new head may fit the permits free
+//!   (a weighted head held them back) or be above a shrunk limit: `withdraw` drains then.
+//!   The deadline timer cannot reach the state word, so the drain owed for a waiter it
+//!   withdrew is run by that waiter when it next looks at its slot (`poll_wait`,
+//!   `withdraw`: the timer woke it), or by any release or growth before that.
 //!
 //! # The rule: no foreign code under a lock
 //!
@@ -620,13 +620,13 @@ impl Queue {
     }
 
     /// The outcome if the wait in `key`'s slot ended (the slot is then freed), `None` while
-    /// it is still waiting; and whether the queue owes a drain: a weighted waiter that the
-    /// timer withdrew may have held back smaller requests behind it, which the timer (it
-    /// cannot reach the state word) left unserved.
+    /// it is still waiting; and whether the queue owes a drain: a waiter that the timer
+    /// withdrew may have been the head, and the timer (it cannot reach the state word) left
+    /// the new head unserved (a weighted head may have held back permits free for it) or
+    /// unrefused (above a shrunk limit), and `WAITERS` set if the queue is empty.
     fn finish(&mut self, key: WaitKey) -> Option<(Outcome, bool)> {
-        let slot = self.slot(key);
-        let outcome = slot.state.outcome()?;
-        let owed = outcome == Outcome::TimedOut && slot.need > 1;
+        let outcome = self.slot(key).state.outcome()?;
+        let owed = outcome == Outcome::TimedOut;
         // A finished slot's wake was taken by whoever finished it.
         let wake = self.free(key);
         debug_assert!(wake.is_none(), "a finished slot keeps no wake");
@@ -711,8 +711,9 @@ impl Waitlist {
     /// timer does not reach the state word): harmless, because with a waiter queued
     /// `available <= 0`, so no permit is free for a fast path to miss, and the next release
     /// or growth takes the lock, finds the queue empty and clears the flag. A weighted waiter
-    /// withdrawn here may leave permits free (fewer than it asked for) with `WAITERS` set: it
-    /// runs the drain it owes when it finds `TimedOut` (see "Weighted requests").
+    /// withdrawn here may leave permits free (fewer than it asked for) with `WAITERS` set:
+    /// every waiter withdrawn here runs the drain it owes when it finds `TimedOut` (see
+    /// "Weighted requests").
     pub(crate) fn expire(self: &Arc<Self>, fired: Instant, now: Instant) {
         let mut queue = self.queue.lock();
         if queue.armed == Some(fired) {
@@ -1081,24 +1082,23 @@ impl Semaphore {
     /// `Outcome::Granted` the caller owns a permit and must use or release it.
     pub(crate) fn withdraw(&self, key: WaitKey) -> Option<Outcome> {
         let mut queue = self.list.queue.lock();
-        let slot = queue.slot(key);
-        let weighted = slot.need > 1;
-        let (outcome, owed) = match slot.state {
+        let (outcome, owed) = match queue.slot(key).state {
             SlotState::Queued => {
+                let was_head = queue.waiters.head == key.index;
                 queue.unlink(true, key.index);
                 self.list.publish_waiting(&queue);
                 if queue.live == 0 && !self.load().is_closed() {
                     self.clear_waiters_flag();
                 }
-                // A weighted waiter leaving may have held back smaller requests behind it
-                // while permits were free (fewer than it asked for): serve them.
-                (None, weighted && queue.live > 0)
+                // The head leaving: the new head may be served by the permits free (a
+                // weighted head held them back), or refused (above a shrunk limit).
+                (None, was_head && queue.live > 0)
             }
             SlotState::DrainWait => {
                 queue.unlink(false, key.index);
                 (None, false)
             }
-            ended => (ended.outcome(), ended == SlotState::TimedOut && weighted),
+            ended => (ended.outcome(), ended == SlotState::TimedOut),
         };
         // The wake of a waiter that left on its own is dropped after unlocking.
         let wake = queue.free(key);

@@ -635,3 +635,21 @@ fn default_config_admits_a_batch_of_its_whole_limit() {
     let all = bulkhead.try_acquire_many(BulkheadConfig::DEFAULT_MAX_CONCURRENT_CALLS as u32);
     assert_eq!(all.unwrap().num_permits(), 25);
 }
+
+/// Found by the ops fuzzer's model: a head for 1 at a limit shrunk to 0 (it waits for
+/// growth) with a waiter for 3 behind it. When the head leaves, the waiter for 3 is at the
+/// head above the limit with nothing in flight: no release will ever come, so the head's
+/// withdrawal must refuse it at once.
+#[test]
+fn head_leaving_refuses_a_new_head_above_a_shrunk_limit() {
+    let bulkhead = waiting(3);
+    let all = bulkhead.try_acquire_many(3).unwrap();
+    let one = Waiter::queue(&bulkhead, 1);
+    let three = Waiter::queue(&bulkhead, 3);
+    bulkhead.change_config(limit_wait(0, LONG_WAIT));
+    drop(all);
+    assert!(!one.woken() && !three.woken(), "limit 0: the head for 1 waits for growth");
+    drop(one);
+    three.refused(RejectReason::ExceedsLimit);
+    assert_quiescent(&bulkhead, 0);
+}

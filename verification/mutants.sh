@@ -183,7 +183,7 @@ describe() {
     keyed_closed_key_never_idle) echo "keyed (issue 17): a closed key never counts as idle (evict_idle evicts nothing after close)" ;;
     keyed_same_key_reserves_before_lookup) echo "keyed (issue 17): a new key reserves its place before the look-up; one that finds the key created meanwhile keeps the place (leak)" ;;
     keyed_try_takes_total_before_key) echo "keyed (issue 17): try_acquire takes the total before the key (a key refusal takes, counts and releases a total slot)" ;;
-    withdraw_skips_weighted_drain) echo "weighted: a weighted waiter that withdraws does not serve the smaller requests it held back" ;;
+    withdraw_skips_weighted_drain) echo "weighted: the head that withdraws does not drain (the smaller requests a weighted head held back, or a new head above the limit, are left waiting)" ;;
     dropped_weighted_returns_one) echo "weighted: a dropped acquire granted n permits gives back only 1 (leak)" ;;
     release_serves_one_waiter) echo "weighted: a release of many grants only the first waiter it satisfies (kotlinx #1553, first bug)" ;;
     drain_grants_on_any_free_permit) echo "weighted: a drain grants the head as soon as one permit is free (kotlinx #1553, second bug: over-grant)" ;;
@@ -191,7 +191,7 @@ describe() {
     try_acquire_many_barges) echo "weighted: try_acquire_many ignores WAITERS (barges past a queued head)" ;;
     shrink_skips_drain) echo "weighted: a shrink with waiters queued does not drain (a head above the new limit waits for ever)" ;;
     drain_never_refuses_above_limit) echo "weighted: a drain never refuses a head above the limit" ;;
-    timed_out_weighted_owes_no_drain) echo "weighted: a weighted head withdrawn by the timer leaves the waiters behind it unserved" ;;
+    timed_out_weighted_owes_no_drain) echo "weighted: a head withdrawn by the timer leaves the waiters behind it unserved" ;;
     owed_drain_wakes_under_lock) echo "weighted: the drain a timed-out weighted head owes wakes the granted waiters under the queue lock" ;;
     adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
     adaptive_releases_before_recording) echo "adaptive (issue 17): a permit is released before its sample is recorded (a queued caller is admitted under the limit before the failure)" ;;
@@ -206,7 +206,7 @@ apply() {
         }
         prev' '        prev' ;;
     withdraw_ignores_grant)
-        mutate src/state.rs '            ended => (ended.outcome(), ended == SlotState::TimedOut && weighted),' '            ended => (ended.outcome().filter(|outcome| *outcome != Outcome::Granted), false),' ;;
+        mutate src/state.rs '            ended => (ended.outcome(), ended == SlotState::TimedOut),' '            ended => (ended.outcome().filter(|outcome| *outcome != Outcome::Granted), false),' ;;
     waiters_flag_cleared_with_waiter_left)
         mutate src/state.rs 'if queue.live == 0 && !self.load().is_closed() {' 'if queue.live <= 1 && !self.load().is_closed() {' ;;
     enqueue_skips_drain_after_flag)
@@ -355,7 +355,7 @@ apply() {
         drop(self.permit.take());' '        drop(self.permit.take());
         self.owner.record(Sample { latency, in_flight: self.in_flight, outcome });' ;;
     withdraw_skips_weighted_drain)
-        mutate src/state.rs '                (None, weighted && queue.live > 0)' '                (None, false)' ;;
+        mutate src/state.rs '                (None, was_head && queue.live > 0)' '                (None, false)' ;;
     dropped_weighted_returns_one)
         mutate src/future.rs '            bulkhead.sem().release_many(permits);' '            bulkhead.sem().release_many(1);' ;;
     release_serves_one_waiter)
@@ -371,7 +371,7 @@ apply() {
     drain_never_refuses_above_limit)
         mutate src/state.rs '                if word.exceeds_limit(need) {' '                if false && word.exceeds_limit(need) {' ;;
     timed_out_weighted_owes_no_drain)
-        mutate src/state.rs '        let owed = outcome == Outcome::TimedOut && slot.need > 1;' '        let owed = false;' ;;
+        mutate src/state.rs '        let owed = outcome == Outcome::TimedOut;' '        let owed = false;' ;;
     owed_drain_wakes_under_lock)
         mutate src/state.rs '        if owed {
             self.drain_and_wake(queue, &mut WakeList::default());
