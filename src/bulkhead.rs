@@ -979,7 +979,7 @@ impl Bulkhead {
 
     /// Builds the rejection error (allocation-free); counts it and emits `CallRejected`, if
     /// anyone observes.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn reject(
         &self,
         word: Word,
@@ -999,7 +999,7 @@ impl Bulkhead {
 
     /// The refusal of a caller that found no free permit and may not wait: `Closed` if the
     /// word says so, `Full` otherwise. Decoded from the word the caller already read.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn refuse(&self, word: Word) -> BulkheadFull {
         let reason = if word.is_closed() { RejectReason::Closed } else { RejectReason::Full };
         self.reject(word, reason, Duration::ZERO)

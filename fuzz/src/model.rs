@@ -920,7 +920,7 @@ impl<'a> Harness<'a> {
             self.futures.iter().find(|(fid, _)| fid == id).map(|(_, f)| i64::from(f.need))
         });
         assert!(
-            head_need.is_none_or(|need| self.available < need),
+            head_need.map_or(true, |need| self.available < need),
             "model: queued with the head's request free ({ctx})"
         );
 
