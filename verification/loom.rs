@@ -562,14 +562,20 @@ mod weighted {
         });
     }
 
-    /// The timer withdraws a weighted head; the drain it owes wakes a hostile waiter behind,
-    /// after unlocking. Two preemptions: the hostile hook re-enters on every wake and drop.
+    /// The timer withdraws a weighted head; the drain it owes serves the waiter behind.
+    #[test]
+    fn timed_out_head_serves_waiter_behind() {
+        run_model("weighted::timed_out_head_serves_waiter_behind", || {
+            scenarios_weighted::weighted_head_timed_out_serves_waiter_behind(false)
+        });
+    }
+
+    /// The same with a hostile waiter behind, woken after unlocking. Two preemptions: the
+    /// hostile hook re-enters on every wake and drop.
     #[test]
     fn timed_out_head_serves_hostile_waiter_behind() {
-        run_model_at_most(
-            "weighted::timed_out_head_serves_hostile_waiter_behind",
-            2,
-            scenarios_weighted::weighted_head_timed_out_serves_hostile_waiter_behind,
-        );
+        run_model_at_most("weighted::timed_out_head_serves_hostile_waiter_behind", 2, || {
+            scenarios_weighted::weighted_head_timed_out_serves_waiter_behind(true)
+        });
     }
 }

@@ -333,8 +333,10 @@ mod weighted {
             crate::scenarios_weighted::shrink_below_the_heads_request_refuses_it(false);
         shrink_racing_release_grants_or_refuses_the_head =>
             crate::scenarios_weighted::shrink_below_the_heads_request_refuses_it(true);
+        timed_out_head_serves_waiter_behind =>
+            crate::scenarios_weighted::weighted_head_timed_out_serves_waiter_behind(false);
         timed_out_head_serves_hostile_waiter_behind =>
-            crate::scenarios_weighted::weighted_head_timed_out_serves_hostile_waiter_behind();
+            crate::scenarios_weighted::weighted_head_timed_out_serves_waiter_behind(true);
     }
 
     /// As `replay` above, for these scenarios (`... cargo test ... weighted::replay -- --ignored`).
