@@ -291,6 +291,14 @@ fn queued_many_with_hostile_waker<'a>(
     acquire
 }
 
+/// Polls a queued weighted acquire once more: it must have been granted its `n` permits.
+fn expect_granted(acquire: Pin<&mut bulkhead::Acquire<'_>>, n: u32) {
+    match poll_with(acquire, &noop_waker()) {
+        Poll::Ready(Ok(permit)) => assert_eq!(permit.num_permits(), n),
+        other => panic!("the waiter for {n} was not granted: {other:?}"),
+    }
+}
+
 /// Weighted waits: a head for 3 (2 free) is dropped, and the drain its withdrawal runs
 /// grants the hostile-waked waiter for 2 behind it; the wake runs after the queue lock is
 /// released, so its re-entry does not deadlock.
@@ -306,10 +314,7 @@ fn weighted_head_withdraw_grants_reentrant_waiter_behind() {
         let before = ops.load(Ordering::Relaxed);
         drop(head);
         assert!(ops.load(Ordering::Relaxed) > before, "the grant woke the hostile waker");
-        match poll_with(behind.as_mut(), &noop_waker()) {
-            Poll::Ready(Ok(permit)) => assert_eq!(permit.num_permits(), 2),
-            other => panic!("the waiter for 2 was not granted: {other:?}"),
-        }
+        expect_granted(behind.as_mut(), 2);
         drop(behind);
         drop(held);
         assert_quiescent(&bulkhead, 3);
@@ -359,10 +364,7 @@ fn weighted_timed_out_head_grants_reentrant_waiter_behind() {
         let mut behind = queued_many_with_hostile_waker(&bulkhead, 2, &ops);
         let err = futures::executor::block_on(head).expect_err("2 free: never granted 3");
         assert_eq!(err.reason(), RejectReason::WaitTimedOut);
-        match poll_with(behind.as_mut(), &noop_waker()) {
-            Poll::Ready(Ok(permit)) => assert_eq!(permit.num_permits(), 2),
-            other => panic!("the waiter for 2 was not granted: {other:?}"),
-        }
+        expect_granted(behind.as_mut(), 2);
         drop(behind);
         drop(held);
         assert_quiescent(&bulkhead, 3);

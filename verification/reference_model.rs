@@ -380,43 +380,45 @@ impl<'a> Harness<'a> {
         }
     }
 
-    /// A new async acquire, polled once.
-    fn queue(&mut self) {
+    /// A new async acquire, polled once: `acquire_async_with_sleep` (its sleep completed by
+    /// the harness), or with `many`, `acquire_many_async(n)`, whose deadline (an hour, or
+    /// none) the engine's timer keeps and never reaches here.
+    fn queue(&mut self, many: Option<u32>) {
         let sleep = Arc::new(Sleep::default());
-        let arm = Arc::clone(&sleep);
-        let future: AcquireFuture<'a> =
-            Box::pin(self.bulkhead.acquire_async_with_sleep(move |_wait| {
-                arm.armed.fetch_add(1, SeqCst);
-                SleepFuture(arm)
-            }));
+        let future: AcquireFuture<'a> = match many {
+            Some(n) => Box::pin(self.bulkhead.acquire_many_async(n)),
+            None => {
+                let arm = Arc::clone(&sleep);
+                Box::pin(self.bulkhead.acquire_async_with_sleep(move |_wait| {
+                    arm.armed.fetch_add(1, SeqCst);
+                    SleepFuture(arm)
+                }))
+            }
+        };
+        let n = many.unwrap_or(1);
         let id = self.next_id;
         self.next_id += 1;
-        let mut pending = Pending {
-            id,
-            future,
-            waker: Arc::default(),
-            sleep,
-            wait: self.model.config.wait,
-            many: None,
-        };
+        let config = self.model.config;
+        let mut pending =
+            Pending { id, future, waker: Arc::default(), sleep, wait: config.wait, many };
         let result = pending.poll();
         let armed = pending.sleep.armed.load(SeqCst);
-        let free = self.model.free_for_newcomer();
-        let config = self.model.config;
+        let free = self.model.free_for_many(n);
         let over_cap = config.cap.is_some_and(|cap| self.model.queue.len() >= cap);
         match result {
             Poll::Ready(Ok(permit)) => {
-                assert!(free, "admitted, but the model has no free permit");
+                assert!(free, "admitted {n}, but the model has too few free");
                 assert_eq!(armed, 0, "armed a sleep without queueing");
-                self.model.available -= 1;
+                assert_eq!(permit.num_permits(), n);
+                self.model.available -= i64::from(n);
                 self.permits.push(permit);
                 self.seen.permitted += 1;
             }
             Poll::Ready(Err(err)) => {
-                assert!(!free, "refused ({err}), but a permit was free");
+                assert!(!free, "refused ({err}), but {n} were free");
                 assert_eq!(armed, 0, "armed a sleep without queueing");
-                let reason = if self.model.closed {
-                    RejectReason::Closed
+                let reason = if self.model.closed || self.model.exceeds(n) || n == 0 {
+                    self.model.refusal_many(n)
                 } else if config.wait == Wait::Zero {
                     RejectReason::Full
                 } else {
@@ -426,12 +428,14 @@ impl<'a> Harness<'a> {
                 self.expect_full(&err, reason);
             }
             Poll::Pending => {
-                assert!(!free, "queued while a permit was free");
+                assert!(!free, "queued while {n} were free");
                 assert!(!self.model.closed, "queued on a closed bulkhead");
+                assert!(!self.model.exceeds(n), "queued a request above the limit");
                 assert_ne!(config.wait, Wait::Zero, "queued with a zero max wait");
                 assert!(!over_cap, "queued beyond the waiter cap");
-                assert_eq!(armed, usize::from(config.wait == Wait::Hour), "make_sleep calls");
-                self.model.queue.push_back((id, 1));
+                let sleeps = many.is_none() && config.wait == Wait::Hour;
+                assert_eq!(armed, usize::from(sleeps), "make_sleep calls");
+                self.model.queue.push_back((id, n));
                 self.pending.push(pending);
             }
         }
@@ -449,55 +453,6 @@ impl<'a> Harness<'a> {
         } else {
             let err = result.expect_err("the model has too few permits for a newcomer");
             self.expect_full(&err, self.model.refusal_many(n));
-        }
-    }
-
-    /// A new `acquire_many_async(n)`, polled once. Its deadline (an hour, or none) is kept
-    /// by the engine's timer, which never reaches it here.
-    fn queue_many(&mut self, n: u32) {
-        let future: AcquireFuture<'a> = Box::pin(self.bulkhead.acquire_many_async(n));
-        let id = self.next_id;
-        self.next_id += 1;
-        let config = self.model.config;
-        let mut pending = Pending {
-            id,
-            future,
-            waker: Arc::default(),
-            sleep: Arc::default(),
-            wait: config.wait,
-            many: Some(n),
-        };
-        let free = self.model.free_for_many(n);
-        let over_cap = config.cap.is_some_and(|cap| self.model.queue.len() >= cap);
-        match pending.poll() {
-            Poll::Ready(Ok(permit)) => {
-                assert!(free, "admitted {n}, but the model has too few free");
-                assert_eq!(permit.num_permits(), n);
-                self.model.available -= i64::from(n);
-                self.permits.push(permit);
-                self.seen.permitted += 1;
-            }
-            Poll::Ready(Err(err)) => {
-                assert!(!free, "refused ({err}), but {n} were free");
-                let reason = if self.model.closed || self.model.exceeds(n) || n == 0 {
-                    self.model.refusal_many(n)
-                } else if config.wait == Wait::Zero {
-                    RejectReason::Full
-                } else {
-                    assert!(over_cap, "refused ({err}) below the waiter cap");
-                    RejectReason::TooManyWaiting
-                };
-                self.expect_full(&err, reason);
-            }
-            Poll::Pending => {
-                assert!(!free, "queued while {n} were free");
-                assert!(!self.model.closed, "queued on a closed bulkhead");
-                assert!(!self.model.exceeds(n), "queued a request above the limit");
-                assert_ne!(config.wait, Wait::Zero, "queued with a zero max wait");
-                assert!(!over_cap, "queued beyond the waiter cap");
-                self.model.queue.push_back((id, n));
-                self.pending.push(pending);
-            }
         }
     }
 
@@ -650,7 +605,7 @@ impl<'a> Harness<'a> {
         let unwound = catch_unwind(AssertUnwindSafe(|| {
             bulkhead.call(|| {
                 for _ in 0..queued {
-                    self.queue();
+                    self.queue(None);
                 }
                 resume_unwind(Box::new(PANIC));
             })
@@ -670,7 +625,7 @@ impl<'a> Harness<'a> {
     fn step(&mut self, op: &Op) {
         match *op {
             Op::TryAcquire => self.try_acquire(),
-            Op::Queue => self.queue(),
+            Op::Queue => self.queue(None),
             Op::Poll(i) => self.poll(i, false),
             Op::Expire(i) => self.poll(i, true),
             Op::DropPermit(i) => self.drop_permit(i),
@@ -678,7 +633,7 @@ impl<'a> Harness<'a> {
             Op::ChangeConfig(config) => self.change_config(config),
             Op::PanickingCall { queued } => self.panicking_call(queued),
             Op::TryAcquireMany(n) => self.try_acquire_many(n),
-            Op::QueueMany(n) => self.queue_many(n),
+            Op::QueueMany(n) => self.queue(Some(n)),
             Op::Split(i, n) => self.split(i, n),
             Op::Merge(i, j) => self.merge(i, j),
             Op::Close => {

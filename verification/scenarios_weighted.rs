@@ -17,22 +17,14 @@ use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 use std::sync::Arc;
 
-use bulkhead::{Bulkhead, BulkheadConfig, BulkheadFull, Permit, RejectReason};
+use bulkhead::{Bulkhead, BulkheadFull, Permit, RejectReason};
 
 use crate::hostile_waker::{hostile_waker, reentrant_hook};
 use crate::rt::{self, AtomicBool};
-use crate::scenarios::assert_quiescent;
-
-fn config(limit: usize, wait: Duration) -> BulkheadConfig {
-    BulkheadConfig::builder()
-        .max_concurrent_calls(limit)
-        .max_wait_duration(wait)
-        .build()
-        .expect("valid config")
-}
+use crate::scenarios::{assert_quiescent, config};
 
 fn bulkhead(name: &str, limit: usize, wait: Duration) -> Arc<Bulkhead> {
-    Arc::new(Bulkhead::new(name, config(limit, wait)))
+    crate::scenarios::bulkhead(name, limit, wait, None)
 }
 
 fn join<T>(handle: rt::JoinHandle<T>) -> T {

@@ -262,10 +262,16 @@ scenarios! {
 #[test]
 #[ignore = "replays a schedule given in SHUTTLE_REPLAY_SCHEDULE"]
 fn replay() {
+    replay_from_env(SCENARIOS);
+}
+
+/// Runs the schedule `SHUTTLE_REPLAY_SCHEDULE` of the scenario `SHUTTLE_REPLAY_SCENARIO`,
+/// looked up in `scenarios` (each group of scenarios has its own list and `replay` test).
+fn replay_from_env(scenarios: &[(&str, fn())]) {
     let name = std::env::var("SHUTTLE_REPLAY_SCENARIO").expect("set SHUTTLE_REPLAY_SCENARIO");
     let schedule = std::env::var("SHUTTLE_REPLAY_SCHEDULE").expect("set SHUTTLE_REPLAY_SCHEDULE");
-    let Some(&(_, body)) = SCENARIOS.iter().find(|(n, _)| *n == name) else {
-        let names: Vec<_> = SCENARIOS.iter().map(|(n, _)| *n).collect();
+    let Some(&(_, body)) = scenarios.iter().find(|(n, _)| *n == name) else {
+        let names: Vec<_> = scenarios.iter().map(|(n, _)| *n).collect();
         panic!("unknown scenario {name}; one of {names:?}");
     };
     Runner::new(ReplayScheduler::new_from_encoded(&schedule), config()).run(body);
@@ -299,14 +305,7 @@ mod family {
     #[test]
     #[ignore = "replays a schedule given in SHUTTLE_REPLAY_SCHEDULE"]
     fn replay() {
-        let name = std::env::var("SHUTTLE_REPLAY_SCENARIO").expect("set SHUTTLE_REPLAY_SCENARIO");
-        let schedule =
-            std::env::var("SHUTTLE_REPLAY_SCHEDULE").expect("set SHUTTLE_REPLAY_SCHEDULE");
-        let Some(&(_, body)) = SCENARIOS.iter().find(|(n, _)| *n == name) else {
-            let names: Vec<_> = SCENARIOS.iter().map(|(n, _)| *n).collect();
-            panic!("unknown scenario {name}; one of {names:?}");
-        };
-        Runner::new(ReplayScheduler::new_from_encoded(&schedule), config()).run(body);
+        replay_from_env(SCENARIOS);
     }
 }
 
@@ -343,13 +342,6 @@ mod weighted {
     #[test]
     #[ignore = "replays a schedule given in SHUTTLE_REPLAY_SCHEDULE"]
     fn replay() {
-        let name = std::env::var("SHUTTLE_REPLAY_SCENARIO").expect("set SHUTTLE_REPLAY_SCENARIO");
-        let schedule =
-            std::env::var("SHUTTLE_REPLAY_SCHEDULE").expect("set SHUTTLE_REPLAY_SCHEDULE");
-        let Some(&(_, body)) = SCENARIOS.iter().find(|(n, _)| *n == name) else {
-            let names: Vec<_> = SCENARIOS.iter().map(|(n, _)| *n).collect();
-            panic!("unknown scenario {name}; one of {names:?}");
-        };
-        Runner::new(ReplayScheduler::new_from_encoded(&schedule), config()).run(body);
+        replay_from_env(SCENARIOS);
     }
 }
