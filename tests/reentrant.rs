@@ -278,3 +278,95 @@ fn grow_with_reentrant_waker() {
         assert_quiescent(&bulkhead, 2);
     });
 }
+
+/// A weighted `acquire_many_async(n)` queued by one poll with a hostile waker.
+fn queued_many_with_hostile_waker<'a>(
+    bulkhead: &'a Arc<Bulkhead>,
+    n: u32,
+    ops: &Arc<AtomicUsize>,
+) -> Pin<Box<bulkhead::Acquire<'a>>> {
+    let mut acquire = Box::pin(bulkhead.acquire_many_async(n));
+    let waker = hostile_waker(reentrant_hook(bulkhead, None, Some(ops)), None);
+    assert!(poll_with(acquire.as_mut(), &waker).is_pending(), "queued");
+    acquire
+}
+
+/// Polls a queued weighted acquire once more: it must have been granted its `n` permits.
+fn expect_granted(acquire: Pin<&mut bulkhead::Acquire<'_>>, n: u32) {
+    match poll_with(acquire, &noop_waker()) {
+        Poll::Ready(Ok(permit)) => assert_eq!(permit.num_permits(), n),
+        other => panic!("the waiter for {n} was not granted: {other:?}"),
+    }
+}
+
+/// Weighted waits: a head for 3 (2 free) is dropped, and the drain its withdrawal runs
+/// grants the hostile-waked waiter for 2 behind it; the wake runs after the queue lock is
+/// released, so its re-entry does not deadlock.
+#[test]
+fn weighted_head_withdraw_grants_reentrant_waiter_behind() {
+    hang_guard("weighted_withdraw", || {
+        let bulkhead = bulkhead(3, Duration::MAX);
+        let ops = Arc::new(AtomicUsize::new(0));
+        let held = bulkhead.try_acquire().expect("free");
+        let mut head = Box::pin(bulkhead.acquire_many_async(3));
+        assert!(poll_with(head.as_mut(), &noop_waker()).is_pending());
+        let mut behind = queued_many_with_hostile_waker(&bulkhead, 2, &ops);
+        let before = ops.load(Ordering::Relaxed);
+        drop(head);
+        assert!(ops.load(Ordering::Relaxed) > before, "the grant woke the hostile waker");
+        expect_granted(behind.as_mut(), 2);
+        drop(behind);
+        drop(held);
+        assert_quiescent(&bulkhead, 3);
+    });
+}
+
+/// A shrink below a hostile-waked head's request refuses it (`ExceedsLimit`) and wakes it
+/// after both the config lock and the queue lock are released.
+#[test]
+fn weighted_shrink_refuses_reentrant_head() {
+    hang_guard("weighted_shrink", || {
+        let bulkhead = bulkhead(2, Duration::MAX);
+        let ops = Arc::new(AtomicUsize::new(0));
+        let held = bulkhead.try_acquire().expect("free");
+        let mut head = queued_many_with_hostile_waker(&bulkhead, 2, &ops);
+        let before = ops.load(Ordering::Relaxed);
+        let one = BulkheadConfig::builder().max_concurrent_calls(1).build().expect("valid");
+        bulkhead.change_config(one);
+        assert!(ops.load(Ordering::Relaxed) > before, "the refusal woke the hostile waker");
+        match poll_with(head.as_mut(), &noop_waker()) {
+            Poll::Ready(Err(err)) => assert_eq!(err.reason(), RejectReason::ExceedsLimit),
+            other => panic!("the head above the limit was not refused: {other:?}"),
+        }
+        drop(head);
+        drop(held);
+        assert_quiescent(&bulkhead, 1);
+    });
+}
+
+/// The engine's timer withdraws a weighted head; the drain it owes (run by the head's own
+/// poll) grants the hostile-waked waiter behind, waking it after unlocking.
+#[test]
+fn weighted_timed_out_head_grants_reentrant_waiter_behind() {
+    hang_guard("weighted_timed_out_head", || {
+        let bulkhead = bulkhead(3, Duration::from_millis(20));
+        let ops = Arc::new(AtomicUsize::new(0));
+        let held = bulkhead.try_acquire().expect("free");
+        let head = bulkhead.acquire_many_async(3);
+        let mut head = pin!(head);
+        assert!(poll_with(head.as_mut(), &noop_waker()).is_pending());
+        let unbounded = BulkheadConfig::builder()
+            .max_concurrent_calls(3)
+            .max_wait_duration(Duration::MAX)
+            .build()
+            .expect("valid");
+        bulkhead.change_config(unbounded);
+        let mut behind = queued_many_with_hostile_waker(&bulkhead, 2, &ops);
+        let err = futures::executor::block_on(head).expect_err("2 free: never granted 3");
+        assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+        expect_granted(behind.as_mut(), 2);
+        drop(behind);
+        drop(held);
+        assert_quiescent(&bulkhead, 3);
+    });
+}

@@ -517,3 +517,84 @@ mod family {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Weighted permits: `scenarios_weighted.rs`.
+// ---------------------------------------------------------------------------------------
+
+#[path = "scenarios_weighted.rs"]
+mod scenarios_weighted;
+
+/// Filter with `weighted::` to run only these.
+mod weighted {
+    use super::{run_model, run_model_at_most, scenarios_weighted};
+
+    /// A queued request for 2 dropped while the held batch of 2 is released: whatever won,
+    /// both permits come back and the waiter for 2 behind it is granted.
+    #[test]
+    fn cancel_racing_release_returns_everything() {
+        run_model("weighted::cancel_racing_release_returns_everything", || {
+            scenarios_weighted::weighted_cancel_returns_everything(true)
+        });
+    }
+
+    /// A never-grantable head for 3 dropped: its withdrawal admits the waiter for 2 behind.
+    #[test]
+    fn cancelled_head_admits_the_waiter_behind() {
+        run_model("weighted::cancelled_head_admits_the_waiter_behind", || {
+            scenarios_weighted::weighted_cancel_returns_everything(false)
+        });
+    }
+
+    /// 1 freed wakes nobody; a release of 2 racing a barger wakes exactly the waiters for 2
+    /// and 1, not the waiter for 2 behind them.
+    #[test]
+    fn release_of_k_wakes_exactly_the_satisfiable_waiters() {
+        run_model(
+            "weighted::release_of_k_wakes_exactly_the_satisfiable_waiters",
+            scenarios_weighted::release_of_k_wakes_exactly_the_satisfiable_waiters,
+        );
+    }
+
+    /// A head waiting for 3 holds back a later waiter for 1 and a barger.
+    #[test]
+    fn head_of_line_blocks_smaller_requests() {
+        run_model(
+            "weighted::head_of_line_blocks_smaller_requests",
+            scenarios_weighted::head_of_line_blocks_smaller_requests,
+        );
+    }
+
+    /// A shrink below the head's request refuses it (nothing else would wake it).
+    #[test]
+    fn shrink_below_the_heads_request_refuses_it() {
+        run_model("weighted::shrink_below_the_heads_request_refuses_it", || {
+            scenarios_weighted::shrink_below_the_heads_request_refuses_it(false)
+        });
+    }
+
+    /// The same, racing the release of the held permit: granted or refused, once.
+    #[test]
+    fn shrink_racing_release_grants_or_refuses_the_head() {
+        run_model("weighted::shrink_racing_release_grants_or_refuses_the_head", || {
+            scenarios_weighted::shrink_below_the_heads_request_refuses_it(true)
+        });
+    }
+
+    /// The timer withdraws a weighted head; the drain it owes serves the waiter behind.
+    #[test]
+    fn timed_out_head_serves_waiter_behind() {
+        run_model("weighted::timed_out_head_serves_waiter_behind", || {
+            scenarios_weighted::weighted_head_timed_out_serves_waiter_behind(false)
+        });
+    }
+
+    /// The same with a hostile waiter behind, woken after unlocking. Two preemptions: the
+    /// hostile hook re-enters on every wake and drop.
+    #[test]
+    fn timed_out_head_serves_hostile_waiter_behind() {
+        run_model_at_most("weighted::timed_out_head_serves_hostile_waiter_behind", 2, || {
+            scenarios_weighted::weighted_head_timed_out_serves_waiter_behind(true)
+        });
+    }
+}

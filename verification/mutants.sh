@@ -128,6 +128,16 @@ MUTANTS=(
     keyed_listener_read_before_shard_lock
     adaptive_releases_before_recording
     adaptive_limit_applied_without_recheck
+    withdraw_skips_weighted_drain
+    dropped_weighted_returns_one
+    release_serves_one_waiter
+    drain_grants_on_any_free_permit
+    drain_grants_head_one_permit
+    try_acquire_many_barges
+    shrink_skips_drain
+    drain_never_refuses_above_limit
+    timed_out_weighted_owes_no_drain
+    owed_drain_wakes_under_lock
 )
 ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed "
 
@@ -177,6 +187,16 @@ describe() {
     keyed_closed_key_never_idle) echo "keyed (issue 17): a closed key never counts as idle (evict_idle evicts nothing after close)" ;;
     keyed_same_key_reserves_before_lookup) echo "keyed (issue 17): a new key reserves its place before the look-up; one that finds the key created meanwhile keeps the place (leak)" ;;
     keyed_try_takes_total_before_key) echo "keyed (issue 17): try_acquire takes the total before the key (a key refusal takes, counts and releases a total slot)" ;;
+    withdraw_skips_weighted_drain) echo "weighted: the head that withdraws does not drain (the smaller requests a weighted head held back, or a new head above the limit, are left waiting)" ;;
+    dropped_weighted_returns_one) echo "weighted: a dropped acquire granted n permits gives back only 1 (leak)" ;;
+    release_serves_one_waiter) echo "weighted: a release of many grants only the first waiter it satisfies (kotlinx #1553, first bug)" ;;
+    drain_grants_on_any_free_permit) echo "weighted: a drain grants the head as soon as one permit is free (kotlinx #1553, second bug: over-grant)" ;;
+    drain_grants_head_one_permit) echo "weighted: a drain takes 1 permit for a request of n (permits created on release)" ;;
+    try_acquire_many_barges) echo "weighted: try_acquire_many ignores WAITERS (barges past a queued head)" ;;
+    shrink_skips_drain) echo "weighted: a shrink with waiters queued does not drain (a head above the new limit waits for ever)" ;;
+    drain_never_refuses_above_limit) echo "weighted: a drain never refuses a head above the limit" ;;
+    timed_out_weighted_owes_no_drain) echo "weighted: a head withdrawn by the timer leaves the waiters behind it unserved" ;;
+    owed_drain_wakes_under_lock) echo "weighted: the drain a timed-out weighted head owes wakes the granted waiters under the queue lock" ;;
     adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
     adaptive_releases_before_recording) echo "adaptive (issue 17): a permit is released before its sample is recorded (a queued caller is admitted under the limit before the failure)" ;;
     esac
@@ -190,20 +210,20 @@ apply() {
         }
         prev' '        prev' ;;
     withdraw_ignores_grant)
-        mutate src/engine/state.rs '            ended => ended.outcome(),' '            ended => ended.outcome().filter(|outcome| *outcome != Outcome::Granted),' ;;
+        mutate src/engine/state.rs '            ended => (ended.outcome(), ended == SlotState::TimedOut),' '            ended => (ended.outcome().filter(|outcome| *outcome != Outcome::Granted), false),' ;;
     waiters_flag_cleared_with_waiter_left)
         mutate src/engine/state.rs 'if queue.live == 0 && !self.load().is_closed() {' 'if queue.live <= 1 && !self.load().is_closed() {' ;;
     enqueue_skips_drain_after_flag)
         mutate src/engine/state.rs '        if prev.available() <= 0 {' '        if prev.available() <= 0 || true {' ;;
     dropped_async_forgets_grant)
-        mutate src/bulkhead/future.rs '            bulkhead.sem().release();
+        mutate src/bulkhead/future.rs '            bulkhead.sem().release_many(permits);
 ' '' ;;
     sync_timeout_forgets_grant)
         mutate src/bulkhead/blocking.rs 'return sem.withdraw(key);' 'return sem.withdraw(key).filter(|o| *o != Outcome::Granted);' ;;
     shrink_revokes_in_flight)
         mutate src/engine/state.rs 'Word::encode(word.available() + delta, limit, flags)' 'Word::encode((word.available() + delta).max(0), limit, flags)' ;;
     grow_does_not_serve_waiters)
-        mutate src/engine/state.rs '        new.has_waiters() && new.available() > 0
+        mutate src/engine/state.rs '        new.has_waiters() && (new.available() > 0 || new.limit() < word.limit())
     }' '        false
     }' ;;
     try_acquire_barges)
@@ -211,8 +231,8 @@ apply() {
     waiter_cap_off_by_one)
         mutate src/engine/state.rs 'queue.live >= max' 'queue.live > max' ;;
     withdraw_leaves_slot_linked)
-        mutate src/engine/state.rs '            SlotState::Queued => {
-                queue.unlink(true, key.index);' '            SlotState::Queued => {
+        mutate src/engine/state.rs '                let was_head = queue.waiters.head == key.index;
+                queue.unlink(true, key.index);' '                let was_head = queue.waiters.head == key.index;
                 queue.live -= 1;' ;;
     repoll_keeps_stale_waker)
         mutate src/engine/state.rs 'if matches!(&queue.slot(key).wake, Some(Wake::Task(current)) if current.will_wake(waker)) {' 'if queue.slot(key).wake.is_some() {' ;;
@@ -229,8 +249,9 @@ apply() {
         drop(queue);' ;;
     withdraw_drops_waker_under_lock)
         mutate src/engine/state.rs '        let wake = queue.free(key);
-        unlock_then_drop(queue, wake, outcome)' '        drop(queue.free(key));
-        unlock_then_drop(queue, (), outcome)' ;;
+        if owed {' '        drop(queue.free(key));
+        let wake: Option<Wake> = None;
+        if owed {' ;;
     change_config_wakes_under_config_lock)
         mutate src/bulkhead/mod.rs '        *current = config;
         drop(current);' '        *current = config;
@@ -241,7 +262,9 @@ apply() {
     drained_relaxed)
         mutate src/engine/state.rs 'let word = Word(self.state.load(Ordering::Acquire));' 'let word = Word(self.state.load(Ordering::Relaxed));' ;;
     drain_grants_after_close)
-        mutate src/engine/state.rs 'if word.available() <= 0 || word.is_closed() {' 'if word.available() <= 0 {' ;;
+        mutate src/engine/state.rs '                if word.is_closed() {
+                    return false; // closed' '                if false {
+                    return false; // closed' ;;
     slab_never_shrinks)
         mutate src/engine/state.rs 'if self.slots.capacity() > Self::RETAINED_CAPACITY {
                 self.slots = Vec::new();
@@ -277,14 +300,14 @@ apply() {
     blocking_check_off)
         mutate src/bulkhead/blocking.rs '    if runs_async_tasks() {' '    if runs_async_tasks() && false {' ;;
     release_relaxed)
-        mutate src/engine/state.rs 'fetch_add(ONE_PERMIT, Ordering::Release)' 'fetch_add(ONE_PERMIT, Ordering::Relaxed)' ;;
+        mutate src/engine/state.rs 'fetch_add(permits(n), Ordering::Release)' 'fetch_add(permits(n), Ordering::Relaxed)' ;;
     acquire_cas_relaxed)
         mutate src/engine/state.rs '                word.0.wrapping_sub(ONE_PERMIT),
                 Ordering::Acquire,' '                word.0.wrapping_sub(ONE_PERMIT),
                 Ordering::Relaxed,' ;;
     drain_cas_relaxed)
-        mutate src/engine/state.rs '                    word.0.wrapping_sub(ONE_PERMIT),
-                    Ordering::Acquire,' '                    word.0.wrapping_sub(ONE_PERMIT),
+        mutate src/engine/state.rs '                    word.0.wrapping_sub(permits(need)),
+                    Ordering::Acquire,' '                    word.0.wrapping_sub(permits(need)),
                     Ordering::Relaxed,' ;;
     counter_slots_shared)
         mutate src/engine/sync.rs 'let taken = NEXT_SLOT.fetch_add(1, super::Ordering::SeqCst);' 'let taken = NEXT_SLOT.load(super::Ordering::SeqCst);' &&
@@ -346,10 +369,45 @@ apply() {
         mutate src/bulkhead/mod.rs '        if let Some(hook) = self.hook.get() {
             hook.finished(self, mark);
         }
-        self.sem.release();' '        self.sem.release();
+        self.sem.release_many(permits);' '        self.sem.release_many(permits);
         if let Some(hook) = self.hook.get() {
             hook.finished(self, mark);
         }' ;;
+    withdraw_skips_weighted_drain)
+        mutate src/engine/state.rs '                (None, was_head && queue.live > 0)' '                (None, false)' ;;
+    dropped_weighted_returns_one)
+        mutate src/bulkhead/future.rs '            bulkhead.sem().release_many(permits);' '            bulkhead.sem().release_many(1);' ;;
+    release_serves_one_waiter)
+        mutate src/engine/state.rs '        while self.drain(&mut queue, wakes) {' '        if self.drain(&mut queue, wakes) {' ;;
+    drain_grants_on_any_free_permit)
+        mutate src/engine/state.rs 'if word.available() < i64::from(need) {' 'if word.available() < 1 {' ;;
+    drain_grants_head_one_permit)
+        mutate src/engine/state.rs '                    word.0.wrapping_sub(permits(need)),' '                    word.0.wrapping_sub(permits(1)),' ;;
+    try_acquire_many_barges)
+        mutate src/engine/state.rs 'self.0 & (WAITERS | CLOSED) == 0 && (self.0 as i64) >= permits(n) as i64' 'self.0 & CLOSED == 0 && (self.0 as i64) >= permits(n) as i64' ;;
+    shrink_skips_drain)
+        mutate src/engine/state.rs 'new.has_waiters() && (new.available() > 0 || new.limit() < word.limit())' 'new.has_waiters() && new.available() > 0' ;;
+    drain_never_refuses_above_limit)
+        mutate src/engine/state.rs '                if word.exceeds_limit(need) {' '                if false && word.exceeds_limit(need) {' ;;
+    timed_out_weighted_owes_no_drain)
+        mutate src/engine/state.rs '        let owed = outcome == Outcome::TimedOut;' '        let owed = false;' ;;
+    owed_drain_wakes_under_lock)
+        mutate src/engine/state.rs '        if owed {
+            self.drain_and_wake(queue, &mut WakeList::default());
+        } else {
+            drop(queue);
+        }
+        outcome' '        if owed {
+            let mut queue = queue;
+            let mut wakes = WakeList::default();
+            while self.drain(&mut queue, &mut wakes) {
+                wakes.wake_all();
+            }
+            wakes.wake_all();
+        } else {
+            drop(queue);
+        }
+        outcome' ;;
     adaptive_limit_applied_without_recheck)
         mutate src/adaptive/mod.rs '            if latest == limit {' '            if latest == limit || true {' ;;
     *)

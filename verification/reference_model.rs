@@ -10,6 +10,13 @@
 //! of queued callers already granted a permit. proptest shrinks a failure to a minimal
 //! sequence of operations.
 //!
+//! Weighted permits: `try_acquire_many(n)` and `acquire_many_async(n)` (n in 0..=4, so some
+//! requests exceed the limit of 0..=3), `split` and `merge` of held permits. The queue holds
+//! each caller's request; the model grants the head's whole request once enough permits are
+//! free, stops at the first it cannot satisfy (strict FIFO), and refuses a head above the
+//! limit with `ExceedsLimit`. A weighted queued acquire's deadline is kept by the engine's
+//! timer (an hour away), so the model never expires one.
+//!
 //! Runs under a plain `cargo test --test reference_model`; `PROPTEST_CASES` sets the number
 //! of sequences (default 512 here).
 #![cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
@@ -86,6 +93,14 @@ enum Op {
     },
     /// `close`: refuses every queued acquire and every newcomer, for good.
     Close,
+    /// `try_acquire_many(n)`.
+    TryAcquireMany(u32),
+    /// A new `acquire_many_async(n)`, polled once.
+    QueueMany(u32),
+    /// Splits `n` permits off held permit `i`.
+    Split(usize, u32),
+    /// Merges held permit `j` into held permit `i` (when they differ).
+    Merge(usize, usize),
 }
 
 fn config_strategy() -> impl Strategy<Value = Config> {
@@ -108,6 +123,10 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => config_strategy().prop_map(Op::ChangeConfig),
         1 => (0..=2usize).prop_map(|queued| Op::PanickingCall { queued }),
         1 => Just(Op::Close),
+        2 => (0..=4u32).prop_map(Op::TryAcquireMany),
+        3 => (0..=4u32).prop_map(Op::QueueMany),
+        1 => (any::<usize>(), 0..=3u32).prop_map(|(i, n)| Op::Split(i, n)),
+        1 => (any::<usize>(), any::<usize>()).prop_map(|(i, j)| Op::Merge(i, j)),
     ]
 }
 
@@ -117,14 +136,16 @@ struct Model {
     config: Config,
     /// Free permits; negative while a shrink's debt is unpaid.
     available: i64,
-    /// Queued callers, oldest first (ids).
-    queue: VecDeque<u64>,
+    /// Queued callers, oldest first: (id, permits asked for).
+    queue: VecDeque<(u64, u32)>,
     /// Queued callers that were handed a permit and have not been polled since.
     granted: HashSet<u64>,
     /// Whether `close` ran.
     closed: bool,
     /// Queued callers that `close` refused and have not been polled since.
     refused: HashSet<u64>,
+    /// Queued callers refused at the head for asking more than a shrunk limit.
+    exceeded: HashSet<u64>,
 }
 
 impl Model {
@@ -136,17 +157,41 @@ impl Model {
             granted: HashSet::new(),
             closed: false,
             refused: HashSet::new(),
+            exceeded: HashSet::new(),
         }
     }
 
     fn free_for_newcomer(&self) -> bool {
-        !self.closed && self.queue.is_empty() && self.available > 0
+        self.free_for_many(1)
+    }
+
+    /// Whether a newcomer asking for `n` is granted at once: an empty request unless
+    /// closed; otherwise open, nobody queued and `n` free.
+    fn free_for_many(&self, n: u32) -> bool {
+        !self.closed && (n == 0 || (self.queue.is_empty() && self.available >= i64::from(n)))
+    }
+
+    /// A request above the limit (a request for 1 never is: limit 0 waits for growth).
+    fn exceeds(&self, n: u32) -> bool {
+        n > 1 && n as usize > self.config.limit
+    }
+
+    /// The reason a newcomer asking for `n` that found too few free and may not wait is
+    /// given.
+    fn refusal_many(&self, n: u32) -> RejectReason {
+        if self.closed {
+            RejectReason::Closed
+        } else if self.exceeds(n) {
+            RejectReason::ExceedsLimit
+        } else {
+            RejectReason::Full
+        }
     }
 
     /// Refuses every queued caller; permits free and in flight are untouched.
     fn close(&mut self) {
         self.closed = true;
-        self.refused.extend(self.queue.drain(..));
+        self.refused.extend(self.queue.drain(..).map(|(id, _)| id));
     }
 
     /// The reason a newcomer that found no free permit and may not wait is given.
@@ -158,17 +203,25 @@ impl Model {
         }
     }
 
-    /// Hands free permits to the oldest queued callers.
+    /// Hands free permits to the oldest queued callers: each head's whole request, in
+    /// order, stopping at the first it cannot satisfy; a head above the limit is refused.
     fn drain(&mut self) {
-        while self.available > 0 {
-            let Some(id) = self.queue.pop_front() else { break };
-            self.available -= 1;
-            self.granted.insert(id);
+        while let Some(&(id, need)) = self.queue.front() {
+            if self.exceeds(need) {
+                self.queue.pop_front();
+                self.exceeded.insert(id);
+            } else if self.available >= i64::from(need) {
+                self.queue.pop_front();
+                self.available -= i64::from(need);
+                self.granted.insert(id);
+            } else {
+                break;
+            }
         }
     }
 
-    fn release(&mut self) {
-        self.available += 1;
+    fn release(&mut self, n: u32) {
+        self.available += i64::from(n);
         self.drain();
     }
 
@@ -178,8 +231,10 @@ impl Model {
         self.drain();
     }
 
+    /// A queued caller leaves; a waiter it held back may now be served.
     fn withdraw(&mut self, id: u64) {
-        self.queue.retain(|&q| q != id);
+        self.queue.retain(|&(q, _)| q != id);
+        self.drain();
     }
 }
 
@@ -235,6 +290,9 @@ struct Pending<'a> {
     sleep: Arc<Sleep>,
     /// The max wait in force when it queued.
     wait: Wait,
+    /// The permits it asked for (`acquire_many_async`); `None` for the plain acquire with a
+    /// sleep of the harness's.
+    many: Option<u32>,
 }
 
 impl<'a> Pending<'a> {
@@ -255,6 +313,7 @@ struct Seen {
     wait_timed_out: u64,
     too_many_waiting: u64,
     closed: u64,
+    exceeds_limit: u64,
     /// `BulkheadEventKind::Closed` events (not a call: no counter; at most one, for the
     /// first `close`).
     close_events: u64,
@@ -267,6 +326,7 @@ impl Seen {
             RejectReason::WaitTimedOut => self.wait_timed_out += 1,
             RejectReason::TooManyWaiting => self.too_many_waiting += 1,
             RejectReason::Closed => self.closed += 1,
+            RejectReason::ExceedsLimit => self.exceeds_limit += 1,
             other => panic!("unexpected reason {other:?}"),
         }
     }
@@ -320,37 +380,45 @@ impl<'a> Harness<'a> {
         }
     }
 
-    /// A new async acquire, polled once.
-    fn queue(&mut self) {
+    /// A new async acquire, polled once: `acquire_async_with_sleep` (its sleep completed by
+    /// the harness), or with `many`, `acquire_many_async(n)`, whose deadline (an hour, or
+    /// none) the engine's timer keeps and never reaches here.
+    fn queue(&mut self, many: Option<u32>) {
         let sleep = Arc::new(Sleep::default());
-        let arm = Arc::clone(&sleep);
-        let future: AcquireFuture<'a> =
-            Box::pin(self.bulkhead.acquire_async_with_sleep(move |_wait| {
-                arm.armed.fetch_add(1, SeqCst);
-                SleepFuture(arm)
-            }));
+        let future: AcquireFuture<'a> = match many {
+            Some(n) => Box::pin(self.bulkhead.acquire_many_async(n)),
+            None => {
+                let arm = Arc::clone(&sleep);
+                Box::pin(self.bulkhead.acquire_async_with_sleep(move |_wait| {
+                    arm.armed.fetch_add(1, SeqCst);
+                    SleepFuture(arm)
+                }))
+            }
+        };
+        let n = many.unwrap_or(1);
         let id = self.next_id;
         self.next_id += 1;
+        let config = self.model.config;
         let mut pending =
-            Pending { id, future, waker: Arc::default(), sleep, wait: self.model.config.wait };
+            Pending { id, future, waker: Arc::default(), sleep, wait: config.wait, many };
         let result = pending.poll();
         let armed = pending.sleep.armed.load(SeqCst);
-        let free = self.model.free_for_newcomer();
-        let config = self.model.config;
+        let free = self.model.free_for_many(n);
         let over_cap = config.cap.is_some_and(|cap| self.model.queue.len() >= cap);
         match result {
             Poll::Ready(Ok(permit)) => {
-                assert!(free, "admitted, but the model has no free permit");
+                assert!(free, "admitted {n}, but the model has too few free");
                 assert_eq!(armed, 0, "armed a sleep without queueing");
-                self.model.available -= 1;
+                assert_eq!(permit.num_permits(), n);
+                self.model.available -= i64::from(n);
                 self.permits.push(permit);
                 self.seen.permitted += 1;
             }
             Poll::Ready(Err(err)) => {
-                assert!(!free, "refused ({err}), but a permit was free");
+                assert!(!free, "refused ({err}), but {n} were free");
                 assert_eq!(armed, 0, "armed a sleep without queueing");
-                let reason = if self.model.closed {
-                    RejectReason::Closed
+                let reason = if self.model.closed || self.model.exceeds(n) || n == 0 {
+                    self.model.refusal_many(n)
                 } else if config.wait == Wait::Zero {
                     RejectReason::Full
                 } else {
@@ -360,15 +428,68 @@ impl<'a> Harness<'a> {
                 self.expect_full(&err, reason);
             }
             Poll::Pending => {
-                assert!(!free, "queued while a permit was free");
+                assert!(!free, "queued while {n} were free");
                 assert!(!self.model.closed, "queued on a closed bulkhead");
+                assert!(!self.model.exceeds(n), "queued a request above the limit");
                 assert_ne!(config.wait, Wait::Zero, "queued with a zero max wait");
                 assert!(!over_cap, "queued beyond the waiter cap");
-                assert_eq!(armed, usize::from(config.wait == Wait::Hour), "make_sleep calls");
-                self.model.queue.push_back(id);
+                let sleeps = many.is_none() && config.wait == Wait::Hour;
+                assert_eq!(armed, usize::from(sleeps), "make_sleep calls");
+                self.model.queue.push_back((id, n));
                 self.pending.push(pending);
             }
         }
+    }
+
+    /// `try_acquire_many(n)`.
+    fn try_acquire_many(&mut self, n: u32) {
+        let result = self.bulkhead.try_acquire_many(n);
+        if self.model.free_for_many(n) {
+            let permit = result.expect("the model has the permits free");
+            assert_eq!(permit.num_permits(), n);
+            self.model.available -= i64::from(n);
+            self.permits.push(permit);
+            self.seen.permitted += 1;
+        } else {
+            let err = result.expect_err("the model has too few permits for a newcomer");
+            self.expect_full(&err, self.model.refusal_many(n));
+        }
+    }
+
+    /// Splits `n` permits off held permit `i`: a new guard, counted as permitted.
+    fn split(&mut self, i: usize, n: u32) {
+        if self.permits.is_empty() {
+            return;
+        }
+        let i = i % self.permits.len();
+        let held = self.permits[i].num_permits();
+        match self.permits[i].split(n) {
+            Some(part) => {
+                assert!(n <= held, "split {n} off a permit of {held}");
+                assert_eq!((self.permits[i].num_permits(), part.num_permits()), (held - n, n));
+                self.permits.push(part);
+                self.seen.permitted += 1;
+            }
+            None => {
+                assert!(n > held, "refused to split {n} off a permit of {held}");
+                assert_eq!(self.permits[i].num_permits(), held, "a failed split changed it");
+            }
+        }
+    }
+
+    /// Merges held permit `j` into held permit `i`: `j`'s call finishes, its permits stay.
+    fn merge(&mut self, i: usize, j: usize) {
+        let len = self.permits.len();
+        if len < 2 || i % len == j % len {
+            return;
+        }
+        let (i, j) = (i % len, j % len);
+        let total = self.permits[i].num_permits() + self.permits[j].num_permits();
+        let other = self.permits.remove(j);
+        let i = if j < i { i - 1 } else { i };
+        self.permits[i].merge(other);
+        assert_eq!(self.permits[i].num_permits(), total);
+        self.seen.finished += 1;
     }
 
     /// Polls pending acquire `i`, after its deadline passed if `expire`.
@@ -385,9 +506,21 @@ impl<'a> Harness<'a> {
             }
         }
         let id = pending.id;
-        let timed = expire && pending.wait == Wait::Hour;
+        // A weighted acquire's deadline is the engine timer's, an hour away: never passed.
+        let timed = expire && pending.wait == Wait::Hour && pending.many.is_none();
         let wait = pending.wait.duration();
         let granted = self.model.granted.contains(&id);
+        if self.model.exceeded.remove(&id) {
+            match pending.poll() {
+                Poll::Ready(Err(err)) => self.expect_full(&err, RejectReason::ExceedsLimit),
+                other => panic!(
+                    "acquire {id} asked more than the limit: {:?}",
+                    other.map(|r| r.map(drop))
+                ),
+            }
+            self.pending.remove(i);
+            return;
+        }
         if self.model.refused.remove(&id) {
             match pending.poll() {
                 Poll::Ready(Err(err)) => self.expect_full(&err, RejectReason::Closed),
@@ -401,6 +534,7 @@ impl<'a> Harness<'a> {
         match pending.poll() {
             Poll::Ready(Ok(permit)) => {
                 assert!(granted, "pending acquire {id} got a permit the model did not grant");
+                assert_eq!(permit.num_permits(), pending.many.unwrap_or(1));
                 self.model.granted.remove(&id);
                 self.pending.remove(i);
                 self.permits.push(permit);
@@ -427,9 +561,11 @@ impl<'a> Harness<'a> {
         if self.permits.is_empty() {
             return;
         }
-        drop(self.permits.remove(i % self.permits.len()));
+        let permit = self.permits.remove(i % self.permits.len());
+        let n = permit.num_permits();
+        drop(permit);
         self.seen.finished += 1;
-        self.model.release();
+        self.model.release(n);
     }
 
     fn drop_pending(&mut self, i: usize) {
@@ -438,11 +574,12 @@ impl<'a> Harness<'a> {
         }
         let pending = self.pending.remove(i % self.pending.len());
         let id = pending.id;
+        let need = pending.many.unwrap_or(1);
         drop(pending);
         if self.model.granted.remove(&id) {
-            // A permit granted to a dropped acquire passes on to the next waiter.
-            self.model.release();
-        } else if self.model.refused.remove(&id) {
+            // The permits granted to a dropped acquire pass on to the next waiters.
+            self.model.release(need);
+        } else if self.model.refused.remove(&id) || self.model.exceeded.remove(&id) {
             // Refused by close: it held nothing.
         } else {
             self.model.withdraw(id);
@@ -468,7 +605,7 @@ impl<'a> Harness<'a> {
         let unwound = catch_unwind(AssertUnwindSafe(|| {
             bulkhead.call(|| {
                 for _ in 0..queued {
-                    self.queue();
+                    self.queue(None);
                 }
                 resume_unwind(Box::new(PANIC));
             })
@@ -482,19 +619,23 @@ impl<'a> Harness<'a> {
         // The call was permitted, and its permit was released while unwinding.
         self.seen.permitted += 1;
         self.seen.finished += 1;
-        self.model.release();
+        self.model.release(1);
     }
 
     fn step(&mut self, op: &Op) {
         match *op {
             Op::TryAcquire => self.try_acquire(),
-            Op::Queue => self.queue(),
+            Op::Queue => self.queue(None),
             Op::Poll(i) => self.poll(i, false),
             Op::Expire(i) => self.poll(i, true),
             Op::DropPermit(i) => self.drop_permit(i),
             Op::DropPending(i) => self.drop_pending(i),
             Op::ChangeConfig(config) => self.change_config(config),
             Op::PanickingCall { queued } => self.panicking_call(queued),
+            Op::TryAcquireMany(n) => self.try_acquire_many(n),
+            Op::QueueMany(n) => self.queue(Some(n)),
+            Op::Split(i, n) => self.split(i, n),
+            Op::Merge(i, j) => self.merge(i, j),
             Op::Close => {
                 let first = self.bulkhead.close();
                 assert_eq!(first, !self.model.closed, "close reports the first");
@@ -541,18 +682,43 @@ impl<'a> Harness<'a> {
             wait_timed_out: m.calls_rejected(RejectReason::WaitTimedOut),
             too_many_waiting: m.calls_rejected(RejectReason::TooManyWaiting),
             closed: m.calls_rejected(RejectReason::Closed),
+            exceeds_limit: m.calls_rejected(RejectReason::ExceedsLimit),
             // Not counted: the first close is the only one that emits.
             close_events: u64::from(m.is_closed()),
         };
         assert_eq!(counted, self.seen, "counters vs. what callers saw");
         assert_eq!(*self.heard.0.lock().unwrap(), self.seen, "events vs. what callers saw");
         // Every permit in flight is held by the harness or granted to a pending acquire.
-        assert_eq!(
-            (self.permits.len() + model.granted.len()) as i64,
-            limit - model.available,
-            "permits held + granted vs. the model"
-        );
+        let held: i64 = self.permits.iter().map(|p| i64::from(p.num_permits())).sum();
+        let granted: i64 = self
+            .pending
+            .iter()
+            .filter(|p| model.granted.contains(&p.id))
+            .map(|p| i64::from(p.many.unwrap_or(1)))
+            .sum();
+        assert_eq!(held + granted, limit - model.available, "permits held + granted vs. the model");
         for pending in &self.pending {
+            // A queued caller the model did not serve was not woken by a grant: a waiter for
+            // 2 must not wake on 1 (kotlinx PR #1553). Wakes by close, a shrink's refusal or
+            // its own sleep are allowed.
+            let served = model.granted.contains(&pending.id)
+                || model.refused.contains(&pending.id)
+                || model.exceeded.contains(&pending.id);
+            if pending.many.is_some() && !served {
+                assert_eq!(
+                    pending.waker.0.load(SeqCst),
+                    0,
+                    "queued acquire {} was woken though the model did not serve it",
+                    pending.id
+                );
+            }
+            if model.exceeded.contains(&pending.id) {
+                assert!(
+                    pending.waker.0.load(SeqCst) > 0,
+                    "pending acquire {} was refused above the limit but not woken",
+                    pending.id
+                );
+            }
             if model.granted.contains(&pending.id) {
                 assert!(
                     pending.waker.0.load(SeqCst) > 0,

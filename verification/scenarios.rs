@@ -36,7 +36,7 @@ use crate::rt::{self, AtomicBool, AtomicUsize, Mutex};
 /// A wait long enough that the model clock never reaches it unless a scenario says so.
 const LONG_WAIT: Duration = Duration::from_secs(3600);
 
-fn bulkhead(name: &str, limit: usize, wait: Duration, cap: Option<usize>) -> Arc<Bulkhead> {
+pub fn bulkhead(name: &str, limit: usize, wait: Duration, cap: Option<usize>) -> Arc<Bulkhead> {
     let mut builder = BulkheadConfig::builder().max_concurrent_calls(limit).max_wait_duration(wait);
     if let Some(cap) = cap {
         builder = builder.max_waiting_calls(cap);
@@ -44,7 +44,7 @@ fn bulkhead(name: &str, limit: usize, wait: Duration, cap: Option<usize>) -> Arc
     Arc::new(Bulkhead::new(name, builder.build().expect("valid config")))
 }
 
-fn config(limit: usize, wait: Duration) -> BulkheadConfig {
+pub fn config(limit: usize, wait: Duration) -> BulkheadConfig {
     BulkheadConfig::builder()
         .max_concurrent_calls(limit)
         .max_wait_duration(wait)

@@ -262,10 +262,16 @@ scenarios! {
 #[test]
 #[ignore = "replays a schedule given in SHUTTLE_REPLAY_SCHEDULE"]
 fn replay() {
+    replay_from_env(SCENARIOS);
+}
+
+/// Runs the schedule `SHUTTLE_REPLAY_SCHEDULE` of the scenario `SHUTTLE_REPLAY_SCENARIO`,
+/// looked up in `scenarios` (each group of scenarios has its own list and `replay` test).
+fn replay_from_env(scenarios: &[(&str, fn())]) {
     let name = std::env::var("SHUTTLE_REPLAY_SCENARIO").expect("set SHUTTLE_REPLAY_SCENARIO");
     let schedule = std::env::var("SHUTTLE_REPLAY_SCHEDULE").expect("set SHUTTLE_REPLAY_SCHEDULE");
-    let Some(&(_, body)) = SCENARIOS.iter().find(|(n, _)| *n == name) else {
-        let names: Vec<_> = SCENARIOS.iter().map(|(n, _)| *n).collect();
+    let Some(&(_, body)) = scenarios.iter().find(|(n, _)| *n == name) else {
+        let names: Vec<_> = scenarios.iter().map(|(n, _)| *n).collect();
         panic!("unknown scenario {name}; one of {names:?}");
     };
     Runner::new(ReplayScheduler::new_from_encoded(&schedule), config()).run(body);
@@ -303,13 +309,43 @@ mod family {
     #[test]
     #[ignore = "replays a schedule given in SHUTTLE_REPLAY_SCHEDULE"]
     fn replay() {
-        let name = std::env::var("SHUTTLE_REPLAY_SCENARIO").expect("set SHUTTLE_REPLAY_SCENARIO");
-        let schedule =
-            std::env::var("SHUTTLE_REPLAY_SCHEDULE").expect("set SHUTTLE_REPLAY_SCHEDULE");
-        let Some(&(_, body)) = SCENARIOS.iter().find(|(n, _)| *n == name) else {
-            let names: Vec<_> = SCENARIOS.iter().map(|(n, _)| *n).collect();
-            panic!("unknown scenario {name}; one of {names:?}");
-        };
-        Runner::new(ReplayScheduler::new_from_encoded(&schedule), config()).run(body);
+        replay_from_env(SCENARIOS);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Weighted permits: `scenarios_weighted.rs`. Filter with `weighted::`.
+// ---------------------------------------------------------------------------------------
+
+#[path = "scenarios_weighted.rs"]
+mod scenarios_weighted;
+
+mod weighted {
+    use super::*;
+
+    scenarios! {
+        cancel_racing_release_returns_everything =>
+            crate::scenarios_weighted::weighted_cancel_returns_everything(true);
+        cancelled_head_admits_the_waiter_behind =>
+            crate::scenarios_weighted::weighted_cancel_returns_everything(false);
+        release_of_k_wakes_exactly_the_satisfiable_waiters =>
+            crate::scenarios_weighted::release_of_k_wakes_exactly_the_satisfiable_waiters();
+        head_of_line_blocks_smaller_requests =>
+            crate::scenarios_weighted::head_of_line_blocks_smaller_requests();
+        shrink_below_the_heads_request_refuses_it =>
+            crate::scenarios_weighted::shrink_below_the_heads_request_refuses_it(false);
+        shrink_racing_release_grants_or_refuses_the_head =>
+            crate::scenarios_weighted::shrink_below_the_heads_request_refuses_it(true);
+        timed_out_head_serves_waiter_behind =>
+            crate::scenarios_weighted::weighted_head_timed_out_serves_waiter_behind(false);
+        timed_out_head_serves_hostile_waiter_behind =>
+            crate::scenarios_weighted::weighted_head_timed_out_serves_waiter_behind(true);
+    }
+
+    /// As `replay` above, for these scenarios (`... cargo test ... weighted::replay -- --ignored`).
+    #[test]
+    #[ignore = "replays a schedule given in SHUTTLE_REPLAY_SCHEDULE"]
+    fn replay() {
+        replay_from_env(SCENARIOS);
     }
 }

@@ -10,6 +10,13 @@
 //! future was built and for how long, and the events every listener saw. Any difference
 //! panics with the step number and both values.
 //!
+//! Weighted permits: a `try_acquire` byte with bit 0x40 asks for `n` permits
+//! (`try_acquire_many`, n in {0, 2, 3, 5}), a start byte with bit 0x80 starts
+//! `acquire_many_async` / `acquire_many_owned_async`, and a drop-permit byte with bit 0x80
+//! splits a held permit (0x40 clear) or merges two (0x40 set). The model's queue holds
+//! each future's request: the head's whole request is granted once free, in order, and a
+//! head above the limit is refused with `ExceedsLimit`.
+//!
 //! [`run_config`] feeds bytes to every configuration entry point the crate has.
 
 use std::cell::Cell;
@@ -128,7 +135,41 @@ impl Held<'_> {
             Held::Owned(p) => p.bulkhead(),
         }
     }
+
+    fn num_permits(&self) -> u32 {
+        match self {
+            Held::Borrowed(p) => p.num_permits(),
+            Held::Owned(p) => p.num_permits(),
+        }
+    }
+
+    fn split(&mut self, n: u32) -> Option<Self> {
+        match self {
+            Held::Borrowed(p) => p.split(n).map(Held::Borrowed),
+            Held::Owned(p) => p.split(n).map(Held::Owned),
+        }
+    }
+
+    /// Merges `other` into this permit when both are of the same kind; gives it back
+    /// otherwise.
+    fn merge(&mut self, other: Self) -> Result<(), Self> {
+        match (self, other) {
+            (Held::Borrowed(p), Held::Borrowed(o)) => {
+                p.merge(o);
+                Ok(())
+            }
+            (Held::Owned(p), Held::Owned(o)) => {
+                p.merge(o);
+                Ok(())
+            }
+            (_, other) => Err(other),
+        }
+    }
 }
+
+/// The weighted requests a byte can select: empty, two of the small ones, and one above
+/// most limits.
+const WEIGHTS: [u32; 4] = [0, 2, 3, 5];
 
 /// The three kinds of acquire future.
 enum RealFuture<'a> {
@@ -161,6 +202,10 @@ struct LiveFuture<'a> {
     sleep_for: Option<Duration>,
     /// Model: the max wait when it queued.
     wait: Duration,
+    /// The permits it asked for.
+    need: u32,
+    /// Model: refused at the head for asking more than a shrunk limit.
+    exceeded: bool,
 }
 
 /// Event counts, per kind, summed over listeners.
@@ -171,6 +216,7 @@ struct EventCounts {
     timed_out: AtomicUsize,
     too_many: AtomicUsize,
     finished: AtomicUsize,
+    exceeds: AtomicUsize,
 }
 
 impl EventCounts {
@@ -181,18 +227,20 @@ impl EventCounts {
             BulkheadEventKind::CallRejected(RejectReason::WaitTimedOut) => &self.timed_out,
             BulkheadEventKind::CallRejected(RejectReason::TooManyWaiting) => &self.too_many,
             BulkheadEventKind::CallFinished => &self.finished,
+            BulkheadEventKind::CallRejected(RejectReason::ExceedsLimit) => &self.exceeds,
             other => panic!("an event kind the model does not know: {other:?}"),
         };
         counter.fetch_add(1, Ordering::SeqCst);
     }
 
-    fn snapshot(&self) -> [usize; 5] {
+    fn snapshot(&self) -> [usize; 6] {
         [
             self.permitted.load(Ordering::SeqCst),
             self.full.load(Ordering::SeqCst),
             self.timed_out.load(Ordering::SeqCst),
             self.too_many.load(Ordering::SeqCst),
             self.finished.load(Ordering::SeqCst),
+            self.exceeds.load(Ordering::SeqCst),
         ]
     }
 }
@@ -209,9 +257,9 @@ struct Harness<'a> {
     /// Indices into `futures` are not stable, so the queue holds future ids.
     queue: VecDeque<u64>,
     listeners: usize,
-    expected_events: [usize; 5],
+    expected_events: [usize; 6],
     /// What the bulkhead's own counters must read: every event once, listeners or not.
-    expected_counts: [u64; 5],
+    expected_counts: [u64; 6],
     // ---- real ----
     futures: Vec<(u64, LiveFuture<'a>)>,
     permits: Vec<Held<'a>>,
@@ -274,8 +322,8 @@ pub fn run_ops(data: &[u8]) {
         cap,
         queue: VecDeque::new(),
         listeners: 0,
-        expected_events: [0; 5],
-        expected_counts: [0; 5],
+        expected_events: [0; 6],
+        expected_counts: [0; 6],
         futures: Vec::new(),
         permits: Vec::new(),
         next_id: 0,
@@ -314,6 +362,9 @@ impl<'a> Harness<'a> {
     /// Applies one operation; returns `true` when the input ran out mid-operation.
     fn apply(&mut self, op: u8, bytes: &mut Bytes<'_>) -> bool {
         match op % 16 {
+            0..=2 if op & 0x40 != 0 => {
+                self.try_acquire_many(op & 0x80 != 0, WEIGHTS[usize::from(op >> 4) & 3]);
+            }
             0..=2 => self.try_acquire(op & 0x80 != 0),
             3..=5 => {
                 let Some(kind) = bytes.next() else { return true };
@@ -330,6 +381,14 @@ impl<'a> Harness<'a> {
             9 => {
                 let Some(i) = bytes.next() else { return true };
                 self.drop_future(i);
+            }
+            10 | 11 if op & 0x80 != 0 => {
+                let (Some(i), Some(j)) = (bytes.next(), bytes.next()) else { return true };
+                if op & 0x40 == 0 {
+                    self.split(i, u32::from(j % 4));
+                } else {
+                    self.merge(i, j);
+                }
             }
             10 | 11 => {
                 let Some(i) = bytes.next() else { return true };
@@ -353,7 +412,18 @@ impl<'a> Harness<'a> {
 
     /// A newcomer is admitted: nobody queued and a permit free.
     fn admits(&self) -> bool {
-        self.queue.is_empty() && self.available > 0
+        self.admits_many(1)
+    }
+
+    /// A newcomer asking for `n` is admitted: an empty request always (no close here);
+    /// otherwise nobody queued and `n` free.
+    fn admits_many(&self, n: u32) -> bool {
+        n == 0 || (self.queue.is_empty() && self.available >= i64::from(n))
+    }
+
+    /// A request above the limit (never one for 1: a limit of 0 waits for growth).
+    fn exceeds(&self, n: u32) -> bool {
+        n > 1 && i64::from(n) > self.limit
     }
 
     fn cap_reached(&self) -> bool {
@@ -365,13 +435,22 @@ impl<'a> Harness<'a> {
         self.expected_counts[kind] += 1;
     }
 
-    /// Model drain: free permits go to the oldest queued futures.
+    /// Model drain: free permits go to the oldest queued futures, each head's whole
+    /// request in order, stopping at the first that does not fit; a head above the limit is
+    /// refused.
     fn drain(&mut self) {
-        while self.available > 0 {
-            let Some(id) = self.queue.pop_front() else { break };
-            self.available -= 1;
-            let f = self.future_mut(id);
-            f.granted = true;
+        while let Some(&id) = self.queue.front() {
+            let need = self.future_mut(id).need;
+            if self.exceeds(need) {
+                self.queue.pop_front();
+                self.future_mut(id).exceeded = true;
+            } else if self.available >= i64::from(need) {
+                self.queue.pop_front();
+                self.available -= i64::from(need);
+                self.future_mut(id).granted = true;
+            } else {
+                break;
+            }
         }
     }
 
@@ -427,18 +506,83 @@ impl<'a> Harness<'a> {
         }
     }
 
+    /// `try_acquire_many(n)` (owned or borrowed).
+    fn try_acquire_many(&mut self, owned: bool, n: u32) {
+        let result = if owned {
+            self.bulkhead.try_acquire_many_owned(n).map(Held::Owned)
+        } else {
+            self.bulkhead.try_acquire_many(n).map(Held::Borrowed)
+        };
+        if self.admits_many(n) {
+            let p = match result {
+                Ok(p) => p,
+                Err(e) => panic!("try_acquire_many({n}) refused ({e}) ({})", self.ctx()),
+            };
+            assert_eq!(p.num_permits(), n, "permits held ({})", self.ctx());
+            self.available -= i64::from(n);
+            self.emit(0);
+            self.keep(p);
+        } else {
+            let Err(e) = result else {
+                panic!("try_acquire_many({n}) admitted but the model refuses ({})", self.ctx());
+            };
+            if self.exceeds(n) {
+                self.expect_err(&e, RejectReason::ExceedsLimit, Duration::ZERO, "try_many");
+                self.emit(5);
+            } else {
+                self.expect_err(&e, RejectReason::Full, Duration::ZERO, "try_acquire_many");
+                self.emit(1);
+            }
+        }
+    }
+
+    /// Splits `n` off held permit `i`: a new guard, counted as permitted.
+    fn split(&mut self, i: u8, n: u32) {
+        let Some(i) = self.index(i, self.permits.len()) else { return };
+        let held = self.permits[i].num_permits();
+        match self.permits[i].split(n) {
+            Some(part) => {
+                assert!(n <= held, "split {n} off {held} ({})", self.ctx());
+                assert_eq!(part.num_permits(), n);
+                assert_eq!(self.permits[i].num_permits(), held - n);
+                self.emit(0);
+                self.keep(part);
+            }
+            None => assert!(n > held, "refused to split {n} off {held} ({})", self.ctx()),
+        }
+    }
+
+    /// Merges held permit `j` into `i` (same kind, different permits): `j`'s call finishes.
+    fn merge(&mut self, i: u8, j: u8) {
+        let len = self.permits.len();
+        let (Some(i), Some(j)) = (self.index(i, len), self.index(j, len)) else { return };
+        if i == j {
+            return;
+        }
+        let total = self.permits[i].num_permits() + self.permits[j].num_permits();
+        let other = self.permits.remove(j);
+        let i = if j < i { i - 1 } else { i };
+        match self.permits[i].merge(other) {
+            Ok(()) => {
+                assert_eq!(self.permits[i].num_permits(), total, "merged ({})", self.ctx());
+                self.emit(4);
+            }
+            Err(other) => self.permits.push(other),
+        }
+    }
+
     /// Keeps a permit, or drops it at once (a finished call) when the harness holds many.
     fn keep(&mut self, permit: Held<'a>) {
         self.permits.push(permit);
         if self.permits.len() > MAX_LIVE {
             // The oldest permit goes; the caller accounts for its acquire, we for its release.
-            drop(self.permits.remove(0));
-            self.release_model(true);
+            let n = self.permits.remove(0).num_permits();
+            self.release_model(true, n);
         }
     }
 
-    fn release_model(&mut self, emits: bool) {
-        self.available += 1;
+    fn release_model(&mut self, emits: bool, n: u32) {
+        self.available += i64::from(n);
         if emits {
             self.emit(4);
         }
@@ -453,7 +597,14 @@ impl<'a> Harness<'a> {
         let fired = Rc::new(Cell::new(false));
         let made = Rc::new(Cell::new(None));
         let made_calls = Rc::new(Cell::new(0));
+        let need = if kind & 0x80 != 0 { WEIGHTS[usize::from(kind >> 3) & 3] } else { 1 };
         let future = match kind % 3 {
+            _ if kind & 0x80 != 0 && kind % 2 == 0 => {
+                RealFuture::Plain(Box::pin(self.bulkhead.acquire_many_async(need)))
+            }
+            _ if kind & 0x80 != 0 => {
+                RealFuture::Owned(Box::pin(self.bulkhead.acquire_many_owned_async(need)))
+            }
             0 => {
                 let (fired, made, made_calls) =
                     (Rc::clone(&fired), Rc::clone(&made), Rc::clone(&made_calls));
@@ -478,18 +629,33 @@ impl<'a> Harness<'a> {
             granted: false,
             sleep_for: None,
             wait: self.wait.duration(),
+            need,
+            exceeded: false,
         };
         let w = Waker::from(Arc::clone(&live.waker));
         let result = live.future.poll(&mut Context::from_waker(&w));
         let what = "first poll";
-        if self.admits() {
+        if self.admits_many(need) {
             let p = match result {
                 Poll::Ready(Ok(p)) => p,
                 other => panic!("{what}: {} but the model admits ({})", show(&other), self.ctx()),
             };
-            self.available -= 1;
+            assert_eq!(p.num_permits(), need, "{what}: permits ({})", self.ctx());
+            self.available -= i64::from(need);
             self.emit(0);
             self.keep(p);
+        } else if self.exceeds(need) {
+            match result {
+                Poll::Ready(Err(e)) => {
+                    self.expect_err(&e, RejectReason::ExceedsLimit, Duration::ZERO, what)
+                }
+                other => panic!(
+                    "{what}: {} but the model refuses {need} above the limit ({})",
+                    show(&other),
+                    self.ctx()
+                ),
+            }
+            self.emit(5);
         } else if self.wait == WaitMode::Zero {
             match result {
                 Poll::Ready(Err(e)) => {
@@ -549,14 +715,30 @@ impl<'a> Harness<'a> {
         let w = Waker::from(Arc::clone(&f.waker));
         let result = f.future.poll(&mut Context::from_waker(&w));
         let granted = f.granted;
+        let exceeded = f.exceeded;
+        let need = f.need;
         let times_out = f.fired.get() && f.sleep_for.is_some();
         let wait = f.wait;
         let what = if expire { "poll after deadline" } else { "poll" };
-        if granted {
+        if exceeded {
+            match result {
+                Poll::Ready(Err(e)) => {
+                    self.expect_err(&e, RejectReason::ExceedsLimit, Duration::ZERO, what)
+                }
+                other => panic!(
+                    "{what} of future {id}: {} but the model refused it above the limit ({})",
+                    show(&other),
+                    self.ctx()
+                ),
+            }
+            self.futures.remove(i);
+            self.emit(5);
+        } else if granted {
             let p = match result {
                 Poll::Ready(Ok(p)) => p,
                 other => panic!("{what} of granted future {id}: {} ({})", show(&other), self.ctx()),
             };
+            assert_eq!(p.num_permits(), need, "{what}: permits of future {id} ({})", self.ctx());
             self.futures.remove(i);
             self.emit(0);
             self.keep(p);
@@ -572,6 +754,7 @@ impl<'a> Harness<'a> {
             self.futures.remove(i);
             self.queue.retain(|q| *q != id);
             self.emit(2);
+            self.drain();
         } else if !result.is_pending() {
             panic!(
                 "{what} of queued future {id}: {} but the model says pending ({})",
@@ -584,20 +767,22 @@ impl<'a> Harness<'a> {
     fn drop_future(&mut self, i: u8) {
         let Some(i) = self.index(i, self.futures.len()) else { return };
         let (id, f) = self.futures.remove(i);
-        let granted = f.granted;
+        let (granted, need) = (f.granted, f.need);
         drop(f);
         if granted {
-            // A permit granted to a dropped future goes to the next waiter, silently.
-            self.release_model(false);
+            // The permits granted to a dropped future go to the next waiters, silently.
+            self.release_model(false, need);
         } else {
+            // Gone from the queue; a waiter it held back may now be served.
             self.queue.retain(|q| *q != id);
+            self.drain();
         }
     }
 
     fn drop_permit(&mut self, i: u8) {
         let Some(i) = self.index(i, self.permits.len()) else { return };
-        drop(self.permits.remove(i));
-        self.release_model(true);
+        let n = self.permits.remove(i).num_permits();
+        self.release_model(true, n);
     }
 
     fn change_config(&mut self, l: u8, w: u8) {
@@ -690,7 +875,7 @@ impl<'a> Harness<'a> {
             }
             self.emit(0);
             self.available -= 1;
-            self.release_model(true);
+            self.release_model(true, 1);
         } else {
             let Err(e) = result else {
                 panic!("call admitted but the model refuses ({})", self.ctx())
@@ -722,16 +907,21 @@ impl<'a> Harness<'a> {
     /// Compares every observable with the model.
     fn check(&self) {
         let ctx = self.ctx();
-        let granted = self.futures.iter().filter(|(_, f)| f.granted).count();
+        let granted: i64 =
+            self.futures.iter().filter(|(_, f)| f.granted).map(|(_, f)| i64::from(f.need)).sum();
+        let held: i64 = self.permits.iter().map(|p| i64::from(p.num_permits())).sum();
         // The model's own invariants.
         assert_eq!(
             self.limit - self.available,
-            (self.permits.len() + granted) as i64,
+            held + granted,
             "model: in flight != held permits + granted futures ({ctx})"
         );
+        let head_need = self.queue.front().and_then(|id| {
+            self.futures.iter().find(|(fid, _)| fid == id).map(|(_, f)| i64::from(f.need))
+        });
         assert!(
-            self.queue.is_empty() || self.available <= 0,
-            "model: queued with a free permit ({ctx})"
+            head_need.map_or(true, |need| self.available < need),
+            "model: queued with the head's request free ({ctx})"
         );
 
         let m = self.bulkhead.metrics();
@@ -756,7 +946,11 @@ impl<'a> Harness<'a> {
         }
         for (id, f) in &self.futures {
             let woken = f.waker.0.load(Ordering::SeqCst);
-            assert_eq!(woken, usize::from(f.granted), "wake-ups of future {id} ({ctx})");
+            assert_eq!(
+                woken,
+                usize::from(f.granted || f.exceeded),
+                "wake-ups of future {id} ({ctx})"
+            );
             let (made, calls) = (f.made.get(), f.made_calls.get());
             assert_eq!(made, f.sleep_for, "sleep built for future {id} ({ctx})");
             assert_eq!(
@@ -768,7 +962,7 @@ impl<'a> Harness<'a> {
         assert_eq!(
             self.events.snapshot(),
             self.expected_events,
-            "events [permitted, full, timed out, too many, finished] ({ctx})"
+            "events [permitted, full, timed out, too many, finished, exceeds] ({ctx})"
         );
         let counted = [
             m.calls_permitted(),
@@ -776,10 +970,11 @@ impl<'a> Harness<'a> {
             m.calls_rejected(RejectReason::WaitTimedOut),
             m.calls_rejected(RejectReason::TooManyWaiting),
             m.calls_finished(),
+            m.calls_rejected(RejectReason::ExceedsLimit),
         ];
         assert_eq!(
             counted, self.expected_counts,
-            "counters [permitted, full, timed out, too many, finished] ({ctx})"
+            "counters [permitted, full, timed out, too many, finished, exceeds] ({ctx})"
         );
     }
 

@@ -10,17 +10,17 @@ use crate::engine::state::{Enqueued, Outcome, WaitKey, Wake};
 use crate::observe::reason::RejectReason;
 
 impl Bulkhead {
-    /// Queues the calling thread and parks it until it is granted a permit or `wait` has
-    /// passed. The permit, when granted, is owned by the caller (no guard yet).
+    /// Queues the calling thread and parks it until it is granted `permits` (≥ 1) or `wait`
+    /// has passed. The permits, when granted, are owned by the caller (no guard yet).
     #[cold]
     #[inline(never)]
-    pub(crate) fn wait_blocking(&self, wait: Duration) -> Result<Mark, BulkheadFull> {
+    pub(crate) fn wait_blocking(&self, wait: Duration, permits: u32) -> Result<Mark, BulkheadFull> {
         refuse_in_async_context(self.name(), "acquire", wait);
         let sem = self.sem();
         let clock = &sem.clock;
         let start = clock.now();
         let deadline = clock.deadline(start, wait);
-        let key = match sem.enqueue(Wake::thread(), self.max_waiting(), None) {
+        let key = match sem.enqueue(Wake::thread(), self.max_waiting(), None, permits) {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {
                 return Ok(self.permitted_after(sem.load(), Some(start)));
@@ -29,12 +29,16 @@ impl Bulkhead {
                 return Err(self.reject(sem.load(), RejectReason::TooManyWaiting, Duration::ZERO));
             }
             Enqueued::Closed => return Err(self.refuse(sem.load())),
+            Enqueued::ExceedsLimit => return Err(self.refuse_many(sem.load(), permits)),
         };
         let outcome = self.park_on(key, deadline);
         match outcome {
             Some(Outcome::Granted) => Ok(self.permitted_after(sem.load(), Some(start))),
             Some(Outcome::Closed) => {
                 Err(self.reject(sem.load(), RejectReason::Closed, Duration::ZERO))
+            }
+            Some(Outcome::ExceedsLimit) => {
+                Err(self.reject(sem.load(), RejectReason::ExceedsLimit, Duration::ZERO))
             }
             Some(Outcome::Drained) => unreachable!("an acquire is not a drain wait"),
             // A thread keeps its own deadline: the timer never withdraws it.

@@ -61,11 +61,13 @@ struct Core {
     /// Whether the bulkhead's timer keeps the deadline (`acquire_async`), or a sleep of the
     /// caller's does (`acquire_async_with_sleep`).
     engine_timer: bool,
+    /// The permits asked for (`acquire_many_async`); 1 for the plain acquires.
+    permits: u32,
 }
 
 impl Core {
-    const fn new(engine_timer: bool) -> Self {
-        Core { key: None, start: None, deadline: None, done: false, engine_timer }
+    const fn new(engine_timer: bool, permits: u32) -> Self {
+        Core { key: None, start: None, deadline: None, done: false, engine_timer, permits }
     }
 
     /// Called on drop: a queued future leaves the queue; a permit granted to it but never
@@ -73,17 +75,18 @@ impl Core {
     #[inline]
     fn cancel(&mut self, bulkhead: &Bulkhead) {
         if let Some(key) = self.key {
-            Self::withdraw(key, bulkhead);
+            Self::withdraw(key, bulkhead, self.permits);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn withdraw(key: WaitKey, bulkhead: &Bulkhead) {
+    fn withdraw(key: WaitKey, bulkhead: &Bulkhead, permits: u32) {
         // Not granted (still queued, closed, timed out): the slot is gone, nothing is owned.
         if bulkhead.sem().withdraw(key) == Some(Outcome::Granted) {
-            // Never handed to the caller, so no `CallPermitted`/`CallFinished` pair.
-            bulkhead.sem().release();
+            // Never handed to the caller, so no `CallPermitted`/`CallFinished` pair. Every
+            // permit of the request goes back (a grant is always the whole request).
+            bulkhead.sem().release_many(permits);
         }
     }
 
@@ -99,16 +102,21 @@ impl Core {
         if just_queued {
             // First poll: the fast path, or a refusal that needs no queue, decided inline.
             assert!(!self.done, "a bulkhead acquire future was polled after it completed");
-            let sem = bulkhead.sem();
-            let word = match sem.try_acquire() {
-                Ok(word) => {
-                    let mark = bulkhead.permitted(word);
-                    return self.done_with(Ok(mark));
+            if self.permits != 1 {
+                if let Some(done) = self.first_poll_many(bulkhead) {
+                    return done;
                 }
-                Err(word) => word,
-            };
-            if word.is_closed() || bulkhead.max_wait_is_zero() {
-                return self.done_with(Err(bulkhead.refuse(word)));
+            } else {
+                let word = match bulkhead.sem().try_acquire() {
+                    Ok(word) => {
+                        let mark = bulkhead.permitted(word);
+                        return self.done_with(Ok(mark));
+                    }
+                    Err(word) => word,
+                };
+                if word.is_closed() || bulkhead.max_wait_is_zero() {
+                    return self.done_with(Err(bulkhead.refuse(word)));
+                }
             }
             if let Some(done) = self.start_wait(timer.as_mut(), bulkhead, cx, arm) {
                 return done;
@@ -120,6 +128,31 @@ impl Core {
             timer.set(Timer::Off);
         }
         poll
+    }
+
+    /// The first poll of a weighted acquire (`permits != 1`): the fast path, or a refusal
+    /// that needs no queue (closed, no wait allowed, above the limit); `None` to queue. An
+    /// empty request (0) is granted unless closed and never queues. Out of line, so the
+    /// plain acquire's first poll keeps its code.
+    #[cold]
+    #[inline(never)]
+    fn first_poll_many(&mut self, bulkhead: &Bulkhead) -> Option<Poll<Result<Mark, BulkheadFull>>> {
+        let permits = self.permits;
+        let word = match bulkhead.try_acquire_many_raw(permits) {
+            Ok(word) => {
+                let mark = bulkhead.permitted(word);
+                return Some(self.done_with(Ok(mark)));
+            }
+            Err(word) => word,
+        };
+        if word.is_closed()
+            || bulkhead.max_wait_is_zero()
+            || word.exceeds_limit(permits)
+            || permits == 0
+        {
+            return Some(self.done_with(Err(bulkhead.refuse_many(word, permits))));
+        }
+        None
     }
 
     /// A queued wait: checks its slot (unless it was queued by this very poll, with this
@@ -203,7 +236,12 @@ impl Core {
         .then(|| sem.clock.now());
         let deadline = start.and_then(|start| sem.clock.deadline(start, wait));
         let timed = if self.engine_timer { deadline } else { None };
-        let key = match sem.enqueue(Wake::task(cx.waker()), bulkhead.max_waiting(), timed) {
+        let key = match sem.enqueue(
+            Wake::task(cx.waker()),
+            bulkhead.max_waiting(),
+            timed,
+            self.permits,
+        ) {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {
                 let mark = bulkhead.permitted_after(sem.load(), start);
@@ -215,6 +253,10 @@ impl Core {
                 return Some(self.done_with(Err(err)));
             }
             Enqueued::Closed => return Some(self.done_with(Err(bulkhead.refuse(sem.load())))),
+            Enqueued::ExceedsLimit => {
+                let err = bulkhead.refuse_many(sem.load(), self.permits);
+                return Some(self.done_with(Err(err)));
+            }
         };
         self.key = Some(key);
         self.start = start;
@@ -259,6 +301,10 @@ impl Core {
             }
             Outcome::Closed => {
                 let err = bulkhead.reject(sem.load(), RejectReason::Closed, Duration::ZERO);
+                self.done_with(Err(err))
+            }
+            Outcome::ExceedsLimit => {
+                let err = bulkhead.reject(sem.load(), RejectReason::ExceedsLimit, Duration::ZERO);
                 self.done_with(Err(err))
             }
             Outcome::TimedOut => {
@@ -309,7 +355,12 @@ pin_project! {
 impl<'a> Acquire<'a> {
     #[inline]
     pub(crate) fn new(bulkhead: &'a Bulkhead) -> Self {
-        Acquire { bulkhead, core: Core::new(true), timer: Timer::Off }
+        Acquire { bulkhead, core: Core::new(true, 1), timer: Timer::Off }
+    }
+
+    /// `acquire_many_async(permits)`.
+    pub(crate) fn many(bulkhead: &'a Bulkhead, permits: u32) -> Self {
+        Acquire { bulkhead, core: Core::new(true, permits), timer: Timer::Off }
     }
 }
 
@@ -320,9 +371,10 @@ impl<'a> Future for Acquire<'a> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let bulkhead: &'a Bulkhead = this.bulkhead;
+        let permits = this.core.permits;
         this.core
             .poll(this.timer, bulkhead, cx, engine_timer)
-            .map(|r| r.map(|mark| Permit::new(bulkhead, mark)))
+            .map(|r| r.map(|mark| Permit::with_permits(bulkhead, permits, mark)))
     }
 }
 
@@ -366,7 +418,7 @@ where
         AcquireWithSleep {
             bulkhead,
             make_sleep: Some(make_sleep),
-            core: Core::new(false),
+            core: Core::new(false, 1),
             timer: Timer::Off,
         }
     }
@@ -422,7 +474,12 @@ pin_project! {
 
 impl AcquireOwned {
     pub(crate) fn new(bulkhead: Arc<Bulkhead>) -> Self {
-        AcquireOwned { bulkhead, core: Core::new(true), timer: Timer::Off }
+        AcquireOwned { bulkhead, core: Core::new(true, 1), timer: Timer::Off }
+    }
+
+    /// `acquire_many_owned_async(permits)`.
+    pub(crate) fn many(bulkhead: Arc<Bulkhead>, permits: u32) -> Self {
+        AcquireOwned { bulkhead, core: Core::new(true, permits), timer: Timer::Off }
     }
 }
 
@@ -432,9 +489,10 @@ impl Future for AcquireOwned {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let bulkhead = this.bulkhead;
+        let permits = this.core.permits;
         this.core
             .poll(this.timer, bulkhead, cx, engine_timer)
-            .map(|r| r.map(|mark| OwnedPermit::from_acquired(Arc::clone(bulkhead), mark)))
+            .map(|r| r.map(|mark| OwnedPermit::with_permits(Arc::clone(bulkhead), permits, mark)))
     }
 }
 

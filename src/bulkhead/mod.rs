@@ -20,6 +20,7 @@ use crate::bulkhead::hook::LimitHook;
 use crate::bulkhead::permit::Mark;
 use crate::bulkhead::permit::OwnedPermit;
 use crate::bulkhead::permit::Permit;
+use crate::engine::state::MAX_PERMITS;
 use crate::engine::state::{Semaphore, Word};
 use crate::engine::sync::{AtomicU64, AtomicUsize, Instant, Mutex, OnceLock, Ordering};
 use crate::observe::event::BulkheadEvent;
@@ -299,7 +300,7 @@ impl Bulkhead {
             Ok(word) => Ok(Permit::new(self, self.permitted(word))),
             // Fail fast without decoding the configured wait into a `Duration`.
             Err(word) if word.is_closed() || self.max_wait_is_zero() => Err(self.refuse(word)),
-            Err(_) => self.wait_blocking(self.max_wait()).map(|mark| Permit::new(self, mark)),
+            Err(_) => self.wait_blocking(self.max_wait(), 1).map(|mark| Permit::new(self, mark)),
         }
     }
 
@@ -337,7 +338,7 @@ impl Bulkhead {
         match self.sem.try_acquire() {
             Ok(word) => Ok(self.permitted(word)),
             Err(word) if word.is_closed() || wait.is_zero() => Err(self.refuse(word)),
-            Err(_) => self.wait_blocking(wait),
+            Err(_) => self.wait_blocking(wait, 1),
         }
     }
 
@@ -443,6 +444,181 @@ impl Bulkhead {
     /// ```
     pub fn try_acquire_owned(self: &StdArc<Self>) -> Result<OwnedPermit, BulkheadFull> {
         self.try_acquire().map(|permit| permit.into_owned(StdArc::clone(self)))
+    }
+
+    /// Takes `n` permits at once if they are free: a call that costs `n` slots of the
+    /// limit. Never waits. `try_acquire_many(1)` is [`try_acquire`](Self::try_acquire).
+    ///
+    /// All or nothing: either the permit holds `n` slots or nothing was taken. While anyone
+    /// waits, a newcomer takes nothing, whatever it asks for (FIFO, no barging).
+    /// `n == 0` gives an empty permit at once (as tokio's `acquire_many(0)` does) unless the
+    /// bulkhead is closed: it takes no slot, so it overtakes nobody.
+    ///
+    /// # Errors
+    ///
+    /// [`RejectReason::ExceedsLimit`] when `n` is above the current limit (it could never be
+    /// granted); [`RejectReason::Full`] when fewer than `n` slots are free for a newcomer;
+    /// [`RejectReason::Closed`] once [`close`](Self::close) ran.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(4).build()?);
+    /// let batch = bulkhead.try_acquire_many(3).expect("3 of 4 free");
+    /// assert_eq!(batch.num_permits(), 3);
+    /// assert_eq!(bulkhead.try_acquire_many(2).unwrap_err().reason(), RejectReason::Full);
+    /// assert_eq!(bulkhead.try_acquire_many(5).unwrap_err().reason(), RejectReason::ExceedsLimit);
+    /// drop(batch);
+    /// assert_eq!(bulkhead.metrics().available_concurrent_calls(), 4);
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire_many(&self, n: u32) -> Result<Permit<'_>, BulkheadFull> {
+        match self.try_acquire_many_raw(n) {
+            Ok(word) => Ok(Permit::with_permits(self, n, self.permitted(word))),
+            Err(word) => Err(self.refuse_many(word, n)),
+        }
+    }
+
+    /// Takes `n` permits at once, waiting up to the configured `max_wait_duration` for them.
+    /// `acquire_many(1)` is [`acquire`](Self::acquire).
+    ///
+    /// The wait is strictly FIFO: a waiter for 3 at the head of the queue holds back a later
+    /// waiter for 1 even while 1 or 2 slots are free, and it is granted its whole request at
+    /// once (never part of it) as soon as releases or growth free `n` slots. A request above
+    /// the current limit is refused at once (a request for 1 never is: at a limit of 0 it
+    /// waits for growth, as [`acquire`](Self::acquire) does); a waiter that reaches the head
+    /// of the queue
+    /// while a shrink has put the limit below its request is refused then (it would
+    /// otherwise block everyone behind it until the limit grows back).
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread for up to `max_wait_duration`, as [`acquire`](Self::acquire)
+    /// does (and panics where it would).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire), and [`RejectReason::ExceedsLimit`] when `n` is above
+    /// the limit, when asked or when a shrink put the limit below `n` while it waited.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+    /// let config = BulkheadConfig::builder()
+    ///     .max_concurrent_calls(3)
+    ///     .max_wait_duration(Duration::from_millis(5))
+    ///     .build()?;
+    /// let bulkhead = Bulkhead::new("bank", config);
+    /// let one = bulkhead.acquire()?;
+    /// // 2 free, 3 asked: waits 5 ms for the third, then gives up.
+    /// assert_eq!(bulkhead.acquire_many(3).unwrap_err().reason(), RejectReason::WaitTimedOut);
+    /// drop(one);
+    /// assert_eq!(bulkhead.acquire_many(3)?.num_permits(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_many(&self, n: u32) -> Result<Permit<'_>, BulkheadFull> {
+        match self.try_acquire_many_raw(n) {
+            Ok(word) => Ok(Permit::with_permits(self, n, self.permitted(word))),
+            Err(word)
+                if word.is_closed()
+                    || n == 0
+                    || word.exceeds_limit(n)
+                    || self.max_wait_is_zero() =>
+            {
+                Err(self.refuse_many(word, n))
+            }
+            Err(_) => self
+                .wait_blocking(self.max_wait(), n)
+                .map(|mark| Permit::with_permits(self, n, mark)),
+        }
+    }
+
+    /// Waits asynchronously for `n` permits at once, up to the configured
+    /// `max_wait_duration`, on any executor. `acquire_many_async(1)` is
+    /// [`acquire_async`](Self::acquire_async); the wait is ordered as
+    /// [`acquire_many`](Self::acquire_many)'s.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. A waiter is granted its whole request at once, never part of it, so a
+    /// dropped, timed-out or refused waiter holds nothing to give back; a request granted to
+    /// a future dropped before it returns the permit goes back whole, to the waiters behind.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), bulkhead::BulkheadFull> {
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// let batch = bulkhead.acquire_many_async(4).await?;
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 4);
+    /// drop(batch);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_many_async(&self, n: u32) -> Acquire<'_> {
+        Acquire::many(self, n)
+    }
+
+    /// Takes `n` permits at once as an owned permit if they are free. Never waits.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_many`](Self::try_acquire_many).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::default()));
+    /// let permit = bulkhead.try_acquire_many_owned(5)?;
+    /// std::thread::spawn(move || assert_eq!(permit.num_permits(), 5)).join().unwrap();
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 0);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn try_acquire_many_owned(
+        self: &StdArc<Self>,
+        n: u32,
+    ) -> Result<OwnedPermit, BulkheadFull> {
+        self.try_acquire_many(n).map(|permit| permit.into_owned(StdArc::clone(self)))
+    }
+
+    /// Waits asynchronously for `n` permits at once as an owned permit, up to the configured
+    /// `max_wait_duration`. The future is `Send + 'static`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire_many_async`](Self::acquire_many_async).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+    /// let permit = tokio::spawn(bulkhead.acquire_many_owned_async(2)).await.unwrap().unwrap();
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 2);
+    /// drop(permit);
+    /// # }
+    /// ```
+    pub fn acquire_many_owned_async(self: &StdArc<Self>, n: u32) -> AcquireOwned {
+        AcquireOwned::many(StdArc::clone(self), n)
     }
 
     /// Takes an owned permit, waiting up to the configured `max_wait_duration`.
@@ -848,7 +1024,7 @@ impl Bulkhead {
 
     /// Builds the rejection error (allocation-free); counts it and emits `CallRejected`, if
     /// anyone observes.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn reject(
         &self,
         word: Word,
@@ -870,7 +1046,7 @@ impl Bulkhead {
 
     /// The refusal of a caller that found no free permit and may not wait: `Closed` if the
     /// word says so, `Full` otherwise. Decoded from the word the caller already read.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn refuse(&self, word: Word) -> BulkheadFull {
         if word.is_observed() || crate::observe::trace::interested() {
             self.observe_refused(word);
@@ -887,25 +1063,25 @@ impl Bulkhead {
         BulkheadFull::refused(self.name, word.limit(), word.is_closed())
     }
 
-    /// Returns a permit held by a guard; counts it and emits `CallFinished`, if anyone
-    /// observes.
+    /// Returns the `permits` held by a guard (0 for an empty one); counts it and emits
+    /// `CallFinished`, if anyone observes.
     ///
     /// A permit granted while anyone observed, sampled by a limit controller, or marked with
     /// an outcome goes to [`release_marked`](Self::release_marked): the release of a permit
     /// granted unobserved (mark zero) tests nothing but the word's waiter flag.
     #[inline]
-    pub(crate) fn release_permit(&self, mark: Mark) {
+    pub(crate) fn release_permits(&self, permits: u32, mark: Mark) {
         if mark.is_set() {
             if mark.is_sampled() {
-                return self.release_sampled(mark);
+                return self.release_sampled(permits, mark);
             }
             // A mark set only by an outcome (an unobserved bulkhead's `fail()`) tells no one.
-            if self.sem.release().is_observed() && mark.is_observed() {
+            if self.sem.release_many(permits).is_observed() && mark.is_observed() {
                 self.observe_finished();
             }
             return;
         }
-        self.sem.release();
+        self.sem.release_many(permits);
     }
 
     /// Releases a marked permit: the controller learns from a sampled one *before* the slot
@@ -915,11 +1091,11 @@ impl Bulkhead {
     /// adapting took a whole extra latency; see benches/results/adaptive.md.)
     #[cold]
     #[inline(never)]
-    fn release_sampled(&self, mark: Mark) {
+    fn release_sampled(&self, permits: u32, mark: Mark) {
         if let Some(hook) = self.hook.get() {
             hook.finished(self, mark);
         }
-        self.sem.release();
+        self.sem.release_many(permits);
         self.observe_finished();
     }
 
@@ -943,6 +1119,46 @@ impl Bulkhead {
     pub(crate) fn set_engine_limit(&self, limit: usize) {
         if self.sem.set_limit(limit) {
             self.sem.serve_waiters();
+        }
+    }
+
+    /// The refusal of a caller asking for `permits` that found too few free and may not wait:
+    /// `Closed`, `ExceedsLimit` when the request is above the limit (it could never be
+    /// granted), `Full` otherwise.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn refuse_many(&self, word: Word, permits: u32) -> BulkheadFull {
+        let reason = if word.is_closed() {
+            RejectReason::Closed
+        } else if word.exceeds_limit(permits) {
+            RejectReason::ExceedsLimit
+        } else {
+            RejectReason::Full
+        };
+        self.reject(word, reason, Duration::ZERO)
+    }
+
+    /// An empty permit's "acquire": takes nothing, so it is granted at once, even past queued
+    /// waiters, unless the bulkhead is closed.
+    #[inline]
+    fn try_acquire_none(&self) -> Result<Word, Word> {
+        let word = self.sem.load();
+        if word.is_closed() {
+            Err(word)
+        } else {
+            Ok(word)
+        }
+    }
+
+    /// Takes `permits` at once, all or nothing, without waiting: the fast path of every
+    /// weighted acquire.
+    #[inline]
+    pub(crate) fn try_acquire_many_raw(&self, permits: u32) -> Result<Word, Word> {
+        match permits {
+            0 => self.try_acquire_none(),
+            // Above the limit: never free; refused with `ExceedsLimit` by `refuse_many`.
+            n if n as usize > MAX_PERMITS => Err(self.sem.load()),
+            n => self.sem.try_acquire_many(n),
         }
     }
 

@@ -337,13 +337,90 @@ impl<A: Marked, B: Marked> Marked for (A, Option<B>) {
 #[clippy::has_significant_drop]
 pub struct Permit<'a> {
     bulkhead: &'a Bulkhead,
+    /// The slots it holds: 1 for the plain acquires, `n` for `acquire_many(n)`.
+    permits: u32,
     mark: Mark,
 }
 
 impl<'a> Permit<'a> {
     #[inline]
     pub(crate) fn new(bulkhead: &'a Bulkhead, mark: Mark) -> Self {
-        Permit { bulkhead, mark }
+        Permit { bulkhead, permits: 1, mark }
+    }
+
+    /// A permit for `permits` slots already taken from `bulkhead`.
+    #[inline]
+    pub(crate) fn with_permits(bulkhead: &'a Bulkhead, permits: u32, mark: Mark) -> Self {
+        Permit { bulkhead, permits, mark }
+    }
+
+    /// How many slots this permit holds.
+    ///
+    /// ```
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::default());
+    /// assert_eq!(bulkhead.try_acquire()?.num_permits(), 1);
+    /// assert_eq!(bulkhead.try_acquire_many(3)?.num_permits(), 3);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn num_permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// Splits `n` slots off into a new permit of the same bulkhead; `None` (and nothing
+    /// changes) if this permit holds fewer than `n`. `split(0)` gives an empty permit and
+    /// `split(self.num_permits())` moves every slot, leaving this one empty; an empty permit
+    /// is still a guard (dropping it releases nothing, and still counts as a finished call).
+    ///
+    /// No slot is released or taken: the bulkhead's metrics do not change. Counters and
+    /// events count guards, so the new permit emits `CallPermitted` now and `CallFinished`
+    /// when dropped, like any other; with an adaptive limit it is a call of its own (sampled
+    /// from now).
+    ///
+    /// ```
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::default());
+    /// let mut batch = bulkhead.try_acquire_many(5)?;
+    /// let two = batch.split(2).unwrap();
+    /// assert_eq!((batch.num_permits(), two.num_permits()), (3, 2));
+    /// assert!(batch.split(4).is_none());
+    /// drop(two);
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 3);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn split(&mut self, n: u32) -> Option<Self> {
+        self.permits = self.permits.checked_sub(n)?;
+        let mark = self.bulkhead.permitted(self.bulkhead.sem().load());
+        Some(Permit { bulkhead: self.bulkhead, permits: n, mark })
+    }
+
+    /// Moves every slot of `other` into this permit. `other`'s call ends here: it emits
+    /// `CallFinished` as if dropped, but releases nothing.
+    ///
+    /// # Panics
+    ///
+    /// If `other` belongs to another bulkhead (its slots cannot count against this one's
+    /// limit). `other` is then dropped while unwinding, releasing its slots to its own
+    /// bulkhead, so no slot is lost.
+    ///
+    /// ```
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::default());
+    /// let mut batch = bulkhead.try_acquire_many(2)?;
+    /// batch.merge(bulkhead.try_acquire()?);
+    /// assert_eq!(batch.num_permits(), 3);
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 3);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    #[track_caller]
+    pub fn merge(&mut self, mut other: Self) {
+        assert!(
+            core::ptr::eq(self.bulkhead, other.bulkhead),
+            "merging permits of two bulkheads ('{}' and '{}')",
+            self.bulkhead.name(),
+            other.bulkhead.name()
+        );
+        self.permits += core::mem::take(&mut other.permits);
     }
 
     /// The bulkhead this permit belongs to.
@@ -370,10 +447,10 @@ impl<'a> Permit<'a> {
     /// Turns this permit into an owned one without releasing the slot in between.
     pub(crate) fn into_owned(self, bulkhead: Arc<Bulkhead>) -> OwnedPermit {
         debug_assert!(core::ptr::eq(self.bulkhead, &*bulkhead));
-        let mark = self.mark;
+        let (permits, mark) = (self.permits, self.mark);
         // The slot moves to the owned permit; this guard must not release it.
         core::mem::forget(self);
-        OwnedPermit { bulkhead, mark }
+        OwnedPermit { bulkhead, permits, mark }
     }
 }
 
@@ -382,13 +459,16 @@ marking!(Permit<'_>, "bulkhead.try_acquire()?");
 impl Drop for Permit<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.bulkhead.release_permit(self.mark);
+        self.bulkhead.release_permits(self.permits, self.mark);
     }
 }
 
 impl fmt::Debug for Permit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Permit").field("bulkhead", &self.bulkhead.name()).finish()
+        f.debug_struct("Permit")
+            .field("bulkhead", &self.bulkhead.name())
+            .field("permits", &self.permits)
+            .finish()
     }
 }
 
@@ -414,13 +494,79 @@ impl fmt::Debug for Permit<'_> {
 #[clippy::has_significant_drop]
 pub struct OwnedPermit {
     bulkhead: Arc<Bulkhead>,
+    /// The slots it holds, as [`Permit`]'s.
+    permits: u32,
     mark: Mark,
 }
 
 impl OwnedPermit {
     /// A permit for a slot already taken from `bulkhead`.
     pub(crate) fn from_acquired(bulkhead: Arc<Bulkhead>, mark: Mark) -> Self {
-        OwnedPermit { bulkhead, mark }
+        OwnedPermit { bulkhead, permits: 1, mark }
+    }
+
+    /// A permit for `permits` slots already taken from `bulkhead`.
+    pub(crate) fn with_permits(bulkhead: Arc<Bulkhead>, permits: u32, mark: Mark) -> Self {
+        OwnedPermit { bulkhead, permits, mark }
+    }
+
+    /// How many slots this permit holds, as [`Permit::num_permits`].
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::default()));
+    /// assert_eq!(bulkhead.try_acquire_many_owned(3)?.num_permits(), 3);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn num_permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// Splits `n` slots off into a new owned permit, as [`Permit::split`]: `None` if this
+    /// permit holds fewer than `n`; 0 and all are allowed.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::default()));
+    /// let mut batch = bulkhead.try_acquire_many_owned(4)?;
+    /// let one = batch.split(1).unwrap();
+    /// std::thread::spawn(move || drop(one)).join().unwrap();
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 3);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn split(&mut self, n: u32) -> Option<Self> {
+        self.permits = self.permits.checked_sub(n)?;
+        let mark = self.bulkhead.permitted(self.bulkhead.sem().load());
+        Some(OwnedPermit { bulkhead: Arc::clone(&self.bulkhead), permits: n, mark })
+    }
+
+    /// Moves every slot of `other` into this permit, as [`Permit::merge`].
+    ///
+    /// # Panics
+    ///
+    /// If `other` belongs to another bulkhead; `other` then releases its slots to its own
+    /// bulkhead while unwinding.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::default()));
+    /// let mut batch = bulkhead.try_acquire_owned()?;
+    /// batch.merge(bulkhead.try_acquire_many_owned(2)?);
+    /// assert_eq!(batch.num_permits(), 3);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    #[track_caller]
+    pub fn merge(&mut self, mut other: Self) {
+        assert!(
+            Arc::ptr_eq(&self.bulkhead, &other.bulkhead),
+            "merging permits of two bulkheads ('{}' and '{}')",
+            self.bulkhead.name(),
+            other.bulkhead.name()
+        );
+        self.permits += core::mem::take(&mut other.permits);
     }
 
     /// The bulkhead this permit belongs to.
@@ -442,12 +588,15 @@ marking!(OwnedPermit, "bulkhead.try_acquire_owned()?");
 
 impl Drop for OwnedPermit {
     fn drop(&mut self) {
-        self.bulkhead.release_permit(self.mark);
+        self.bulkhead.release_permits(self.permits, self.mark);
     }
 }
 
 impl fmt::Debug for OwnedPermit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OwnedPermit").field("bulkhead", &self.bulkhead.name()).finish()
+        f.debug_struct("OwnedPermit")
+            .field("bulkhead", &self.bulkhead.name())
+            .field("permits", &self.permits)
+            .finish()
     }
 }

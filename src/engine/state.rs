@@ -26,13 +26,38 @@
 //!   counts as in flight). Permits are never created or lost: `set_limit` moves `limit` and
 //!   `available` by the same delta in one CAS, so `limit - available` is unchanged.
 //! * Under the queue lock, between critical sections: `WAITERS` is set iff the queue holds a
-//!   live waiter or `CLOSED` is set; with a waiter queued, `available <= 0` (every free
-//!   permit went to the oldest waiter). Once set, `CLOSED` is never cleared, and no waiter
-//!   is queued after it.
+//!   live waiter or `CLOSED` is set; with a waiter queued, `available < need` of the oldest
+//!   waiter (`available <= 0` when it asks for one permit: every free permit that could
+//!   serve it went to it). Once set, `CLOSED` is never cleared, and no waiter is queued
+//!   after it.
 //! * While `WAITERS` is set no fast path takes a permit: no barging past a queued waiter.
 //!   `WAITERS` may stay set with an empty queue only while `available <= 0`, after the
 //!   deadline timer withdrew the last waiter (it does not touch the word): the next release
 //!   or growth takes the lock, finds the queue empty and clears it.
+//!
+//! # Weighted requests
+//!
+//! A caller may ask for `n` permits at once (`need`, stored in its slot). The rules:
+//!
+//! * **All or nothing.** A waiter is granted its whole request in one CAS of `n` permits,
+//!   never part of it. Free permits too few for the head stay in `available` (reserved for
+//!   it: `WAITERS` keeps every fast path out) instead of accumulating in its slot, so a
+//!   waiter that leaves (deadline, dropped future, `close`) holds nothing to give back, and
+//!   no permit can be stranded in a dead slot. The price: metrics show those permits as
+//!   available while the head waits for more.
+//! * **Strict FIFO.** A drain serves the oldest waiter first and stops at the first one it
+//!   cannot satisfy: a head waiting for 3 holds back a later waiter for 1.
+//! * **A release of k serves every waiter it can, in order,** and wakes exactly those:
+//!   the drain loops while the head's request fits in `available`.
+//! * **Above the limit.** A request above the limit is refused before it queues. A head
+//!   whose request a shrink put above the limit is refused by the next drain (`Refused`,
+//!   reported as `ExceedsLimit`); `set_limit` asks for that drain on every shrink with
+//!   waiters queued, so nothing waits behind a request that cannot be granted.
+//! * **Leaving the head.** When the head withdraws, the new head may fit the permits free
+//!   (a weighted head held them back) or be above a shrunk limit: `withdraw` drains then.
+//!   The deadline timer cannot reach the state word, so the drain owed for a waiter it
+//!   withdrew is run by that waiter when it next looks at its slot (`poll_wait`,
+//!   `withdraw`: the timer woke it), or by any release or growth before that.
 //!
 //! # The rule: no foreign code under a lock
 //!
@@ -58,10 +83,10 @@
 //!
 //! # Protocol
 //!
-//! * **Acquire (fast):** load; if `WAITERS` is clear and `available > 0`, CAS
-//!   `available - 1`. A rejection is the single load.
-//! * **Release:** `fetch_add(ONE_PERMIT)`. If the previous value had `WAITERS` set, take the
-//!   lock and [`drain`](Semaphore::drain): move free permits to the oldest waiters.
+//! * **Acquire (fast):** load; if `WAITERS` is clear and `available >= n`, CAS
+//!   `available - n`. A rejection is the single load.
+//! * **Release:** `fetch_add(n * ONE_PERMIT)`. If the previous value had `WAITERS` set, take
+//!   the lock and [`drain`](Semaphore::drain): move free permits to the oldest waiters.
 //! * **Enqueue (slow acquire):** under the lock, take a permit if the queue is empty and one
 //!   is free; otherwise set `WAITERS` (`fetch_or`), push the waiter and drain once, so a
 //!   permit released between our load and the `fetch_or` (its releaser saw no flag and took
@@ -91,7 +116,7 @@
 //!
 //! # Synchronizes-with pairs
 //!
-//! 1. `release`'s `fetch_add` (Release) → the successful acquire CAS (Acquire), in
+//! 1. `release_many`'s `fetch_add` (Release) → the successful acquire CAS (Acquire), in
 //!    `try_acquire` or in `drain`: the previous holder's work happens-before the next one's.
 //!    The `fetch_or`/`fetch_and` on `WAITERS` and the limit CAS are read-modify-writes, so
 //!    they continue that release sequence instead of breaking it.
@@ -106,7 +131,8 @@
 //! A release that finds `WAITERS` set has already added its permit to `available`, so for a
 //! moment `available > 0` while a waiter is queued. Nothing can take that permit: fast paths
 //! refuse while `WAITERS` is set, and the releaser (or whoever holds the lock first) drains
-//! it to the oldest waiter. Metrics read in that window see one available permit.
+//! it to the oldest waiter. Metrics read in that window see one available permit. (With a
+//! weighted head the window lasts until the head's whole request is free: see above.)
 
 use std::sync::Arc;
 use std::task::Waker;
@@ -128,6 +154,13 @@ const ONE_PERMIT: u64 = 1 << AVAILABLE_SHIFT;
 
 /// The largest limit the state word can hold: 2^30 − 1.
 pub(crate) const MAX_PERMITS: usize = (1 << LIMIT_BITS) - 1;
+
+/// `n` permits as a delta of the state word. `n ≤ MAX_PERMITS + 1` keeps it in range; every
+/// caller has checked `n` against the limit (≤ `MAX_PERMITS`) or holds `n` permits.
+#[inline]
+const fn permits(n: u32) -> u64 {
+    (n as u64) << AVAILABLE_SHIFT
+}
 
 /// A decoded view of the state word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,6 +213,22 @@ impl Word {
         // comparison: with `CLOSED` clear, the word is ≥ ONE_PERMIT exactly when the top
         // bits are ≥ 1.
         self.0 & (WAITERS | CLOSED) == 0 && (self.0 as i64) >= ONE_PERMIT as i64
+    }
+
+    /// `n` permits (1 ≤ `n` ≤ `MAX_PERMITS`) are free for a newcomer: open, nobody queued
+    /// and `available >= n`.
+    #[inline]
+    fn admits_newcomer_many(self, n: u32) -> bool {
+        debug_assert!(n >= 1 && n as usize <= MAX_PERMITS);
+        self.0 & (WAITERS | CLOSED) == 0 && (self.0 as i64) >= permits(n) as i64
+    }
+
+    /// Whether a request for `n` permits is above the limit: it could never be granted. A
+    /// request for 1 never is: a limit of 0 pauses the bulkhead, and plain acquires wait for
+    /// growth there.
+    #[inline]
+    pub(crate) fn exceeds_limit(self, n: u32) -> bool {
+        n > 1 && n as usize > self.limit()
     }
 
     /// Calls in flight: `limit - available`, never negative.
@@ -290,6 +339,9 @@ enum SlotState {
     Drained,
     /// Out of every list: the deadline timer found its deadline passed.
     TimedOut,
+    /// Out of every list: at the head of the queue, it asked for more permits than the
+    /// (shrunk) limit.
+    Refused,
 }
 
 impl SlotState {
@@ -302,6 +354,7 @@ impl SlotState {
             SlotState::Closed => Some(Outcome::Closed),
             SlotState::Drained => Some(Outcome::Drained),
             SlotState::TimedOut => Some(Outcome::TimedOut),
+            SlotState::Refused => Some(Outcome::ExceedsLimit),
             SlotState::Free => unreachable!("checked by `Queue::slot`"),
         }
     }
@@ -318,6 +371,8 @@ pub(crate) enum Outcome {
     Drained,
     /// The deadline timer withdrew the waiter: its deadline passed, no permit.
     TimedOut,
+    /// The limit shrank below the waiter's request while it was at the head: no permit.
+    ExceedsLimit,
 }
 
 const NIL: u32 = u32::MAX;
@@ -329,6 +384,8 @@ struct Slot {
     prev: u32,
     next: u32,
     wake: Option<Wake>,
+    /// The permits this waiter asked for (≥ 1; `try_acquire` and friends ask for 1).
+    need: u32,
     /// The deadline the bulkhead's timer keeps for this waiter (bounded async waits only;
     /// a thread keeps its own, a custom sleep its own).
     deadline: Option<Instant>,
@@ -402,7 +459,13 @@ impl Queue {
     /// Takes a slot (from the free list, or a new one) in `state`, linked at the back of
     /// `waiters` or `drainers`.
     /// `deadline` (queued waiters only) is one the timer keeps.
-    fn alloc(&mut self, state: SlotState, wake: Wake, deadline: Option<Instant>) -> WaitKey {
+    fn alloc(
+        &mut self,
+        state: SlotState,
+        wake: Wake,
+        deadline: Option<Instant>,
+        need: u32,
+    ) -> WaitKey {
         let index = if self.free != NIL {
             let index = self.free;
             let slot = &mut self.slots[index as usize];
@@ -410,6 +473,7 @@ impl Queue {
             slot.generation = slot.generation.wrapping_add(1);
             slot.state = state;
             slot.wake = Some(wake);
+            slot.need = need;
             slot.deadline = deadline;
             index
         } else {
@@ -417,8 +481,15 @@ impl Queue {
                 .ok()
                 .filter(|&i| i != NIL)
                 .expect("more than 2^32 - 1 waiters on one bulkhead");
-            let slot =
-                Slot { generation: 0, state, prev: NIL, next: NIL, wake: Some(wake), deadline };
+            let slot = Slot {
+                generation: 0,
+                state,
+                prev: NIL,
+                next: NIL,
+                wake: Some(wake),
+                need,
+                deadline,
+            };
             self.slots.push(slot);
             index
         };
@@ -544,14 +615,24 @@ impl Queue {
         Some(slot.wake.take())
     }
 
+    /// The request of the oldest queued waiter. The waiter list must not be empty.
+    fn head_need(&self) -> u32 {
+        debug_assert!(self.waiters.head != NIL);
+        self.slots[self.waiters.head as usize].need
+    }
+
     /// The outcome if the wait in `key`'s slot ended (the slot is then freed), `None` while
-    /// it is still waiting.
-    fn finish(&mut self, key: WaitKey) -> Option<Outcome> {
+    /// it is still waiting; and whether the queue owes a drain: a waiter that the timer
+    /// withdrew may have been the head, and the timer (it cannot reach the state word) left
+    /// the new head unserved (a weighted head may have held back permits free for it) or
+    /// unrefused (above a shrunk limit), and `WAITERS` set if the queue is empty.
+    fn finish(&mut self, key: WaitKey) -> Option<(Outcome, bool)> {
         let outcome = self.slot(key).state.outcome()?;
+        let owed = outcome == Outcome::TimedOut;
         // A finished slot's wake was taken by whoever finished it.
         let wake = self.free(key);
         debug_assert!(wake.is_none(), "a finished slot keeps no wake");
-        Some(outcome)
+        Some((outcome, owed))
     }
 
     /// Returns a slot to the free list, and the wake it still held: the caller drops that
@@ -587,6 +668,8 @@ pub(crate) enum Enqueued {
     Acquired,
     /// The caller is queued; wait for its outcome ([`Semaphore::poll_wait`]), or withdraw.
     Queued(WaitKey),
+    /// The caller asked for more permits than the limit; it was not queued.
+    ExceedsLimit,
     /// The queue is at its cap; the caller was not queued.
     TooManyWaiting,
     /// The semaphore is closed; the caller was not queued.
@@ -629,7 +712,10 @@ impl Waitlist {
     /// `TimedOut` when it next polls. If it was the last waiter, `WAITERS` stays set (the
     /// timer does not reach the state word): harmless, because with a waiter queued
     /// `available <= 0`, so no permit is free for a fast path to miss, and the next release
-    /// or growth takes the lock, finds the queue empty and clears the flag.
+    /// or growth takes the lock, finds the queue empty and clears the flag. A weighted waiter
+    /// withdrawn here may leave permits free (fewer than it asked for) with `WAITERS` set:
+    /// every waiter withdrawn here runs the drain it owes when it finds `TimedOut` (see
+    /// "Weighted requests").
     pub(crate) fn expire(self: &Arc<Self>, fired: Instant, now: Instant) {
         let mut queue = self.queue.lock();
         if queue.armed == Some(fired) {
@@ -699,7 +785,7 @@ impl Semaphore {
     /// "idle" too, with nothing to synchronize with (loom found this). An RMW reads the
     /// latest word. It runs only when a keyed bulkhead evicts, under the map's lock.
     pub(crate) fn is_idle_acquire(&self) -> bool {
-        // Ordering: Acquire — pairs with the Release of `release`'s fetch_add (the last
+        // Ordering: Acquire — pairs with the Release of `release_many`'s fetch_add (the last
         // holder's), so its protected writes happen-before the eviction and, through the
         // keyed map's lock, the next holder of the key.
         let word = Word(self.state.fetch_or(0, Ordering::Acquire));
@@ -726,7 +812,7 @@ impl Semaphore {
             if !word.admits_newcomer() {
                 return Err(word);
             }
-            // Ordering: Acquire on success — pairs with the Release `fetch_add` in `release`,
+            // Ordering: Acquire on success — pairs with the Release `fetch_add` in `release_many`,
             // so the previous holder's work happens-before ours. Relaxed on failure: the
             // value only feeds the retry. The word's atomicity, not the ordering, is what
             // keeps in-flight calls within the limit.
@@ -742,13 +828,39 @@ impl Semaphore {
         }
     }
 
-    /// Returns one permit. One read-modify-write when nobody waits; otherwise also hands
-    /// the permit to the oldest waiter. Returns the word seen before the release.
+    /// Takes `n` permits (1 ≤ `n` ≤ `MAX_PERMITS`) if they are free for a newcomer: as
+    /// [`try_acquire`](Self::try_acquire), all or nothing. A rejection is one atomic load.
     #[inline]
-    pub(crate) fn release(&self) -> Word {
-        // Ordering: Release — pairs with the Acquire CAS that next takes this permit (in
+    pub(crate) fn try_acquire_many(&self, n: u32) -> Result<Word, Word> {
+        // Ordering: Relaxed — a rejection consumes nothing; a success is decided (and
+        // acquires) by the CAS below.
+        let mut word = Word(self.state.load(Ordering::Relaxed));
+        loop {
+            if !word.admits_newcomer_many(n) {
+                return Err(word);
+            }
+            // Ordering: Acquire on success — pairs with the Release `fetch_add`s of the
+            // releases that freed these permits (pair 1). Relaxed on failure: retry only.
+            match self.state.compare_exchange_weak(
+                word.0,
+                word.0.wrapping_sub(permits(n)),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(word),
+                Err(actual) => word = Word(actual),
+            }
+        }
+    }
+
+    /// Returns the `n` permits of one holder (0 for an empty permit: changes nothing). One
+    /// read-modify-write when nobody waits; otherwise also hands the permits to the oldest
+    /// waiters, as many as they satisfy, in order. Returns the word seen before the release.
+    #[inline]
+    pub(crate) fn release_many(&self, n: u32) -> Word {
+        // Ordering: Release — pairs with the Acquire CAS that next takes these permits (in
         // `try_acquire` or `drain`), so our holder's work happens-before the next holder's.
-        let prev = Word(self.state.fetch_add(ONE_PERMIT, Ordering::Release));
+        let prev = Word(self.state.fetch_add(permits(n), Ordering::Release));
         if prev.has_waiters() {
             self.release_slow();
         }
@@ -801,25 +913,35 @@ impl Semaphore {
             if wakes.is_full() {
                 return true;
             }
+            // The head's whole request, granted at once or not at all (see the module docs).
+            let need = queue.head_need();
             // Ordering: Relaxed — only feeds the CAS below, which acquires.
             let mut word = Word(self.state.load(Ordering::Relaxed));
-            loop {
-                if word.available() <= 0 || word.is_closed() {
+            let end = loop {
+                if word.is_closed() {
                     return false; // closed: `close` refuses every waiter left, none is granted
                 }
+                if word.exceeds_limit(need) {
+                    // A shrink left the head asking for more than the limit: refused, so it
+                    // does not hold the queue up until the limit grows back.
+                    break SlotState::Refused;
+                }
+                if word.available() < i64::from(need) {
+                    return false; // FIFO: nobody behind the head is served before it
+                }
                 // Ordering: Acquire on success — pairs with the Release `fetch_add` of the
-                // release that freed this permit (pair 1). Relaxed on failure: retry only.
+                // releases that freed these permits (pair 1). Relaxed on failure: retry only.
                 match self.state.compare_exchange_weak(
                     word.0,
-                    word.0.wrapping_sub(ONE_PERMIT),
+                    word.0.wrapping_sub(permits(need)),
                     Ordering::Acquire,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => break,
+                    Ok(_) => break SlotState::Granted,
                     Err(actual) => word = Word(actual),
                 }
-            }
-            let Some(wake) = queue.pop_front(true, SlotState::Granted) else {
+            };
+            let Some(wake) = queue.pop_front(true, end) else {
                 unreachable!("live > 0, so the waiter list is not empty");
             };
             self.list.publish_waiting(queue);
@@ -847,13 +969,19 @@ impl Semaphore {
         wake: Wake,
         max_waiting: Option<usize>,
         deadline: Option<Instant>,
+        need: u32,
     ) -> Enqueued {
+        debug_assert!(need >= 1);
         let mut queue = self.list.queue.lock();
-        match self.try_acquire() {
+        match self.try_acquire_many(need) {
             Ok(_) => return unlock_then_drop(queue, wake, Enqueued::Acquired),
             // `close` sets CLOSED under this lock, so the load in `try_acquire` sees it.
             Err(word) if word.is_closed() => {
                 return unlock_then_drop(queue, wake, Enqueued::Closed);
+            }
+            // Checked again under the lock: the limit may have shrunk since the caller looked.
+            Err(word) if word.exceeds_limit(need) => {
+                return unlock_then_drop(queue, wake, Enqueued::ExceedsLimit);
             }
             Err(_) => {}
         }
@@ -865,11 +993,12 @@ impl Semaphore {
         // totally ordered with every release's `fetch_add`: a release either comes before it
         // (its permit is in `available`, which the drain below finds) or sees the flag.
         let prev = Word(self.state.fetch_or(WAITERS, Ordering::Relaxed));
-        let key = queue.alloc(SlotState::Queued, wake, deadline);
+        let key = queue.alloc(SlotState::Queued, wake, deadline, need);
         self.list.publish_waiting(&queue);
         if prev.available() <= 0 {
             // No permit was free when the flag went up (the read-modify-write saw the latest
-            // word), and every release from now on sees the flag and drains.
+            // word), and every release from now on sees the flag and drains. (With permits
+            // free but too few for the head, the drain below finds that and grants nobody.)
             let arm = Waitlist::arm(&mut queue, deadline);
             drop(queue);
             self.list.schedule(arm);
@@ -913,8 +1042,8 @@ impl Semaphore {
     /// and passed to this waiter is seen at once.
     pub(crate) fn poll_wait(&self, key: WaitKey, waker: Option<&Waker>) -> Option<Outcome> {
         let mut queue = self.list.queue.lock();
-        if let Some(outcome) = queue.finish(key) {
-            return Some(outcome);
+        if let Some(done) = queue.finish(key) {
+            return Some(self.finished(queue, done));
         }
         let waker = waker?;
         if matches!(&queue.slot(key).wake, Some(Wake::Task(current)) if current.will_wake(waker)) {
@@ -925,14 +1054,29 @@ impl Semaphore {
         drop(queue);
         let fresh = Wake::task(waker);
         let mut queue = self.list.queue.lock();
-        if let Some(outcome) = queue.finish(key) {
-            return unlock_then_drop(queue, fresh, Some(outcome));
+        if let Some(done) = queue.finish(key) {
+            let outcome = self.finished(queue, done);
+            drop(fresh);
+            return Some(outcome);
         }
         let replaced = queue.slot(key).wake.replace(fresh);
         drop(queue);
         // The replaced waker may be the last owner of a permit of this semaphore.
         drop(replaced?);
-        self.list.queue.lock().finish(key)
+        let mut queue = self.list.queue.lock();
+        let done = queue.finish(key)?;
+        Some(self.finished(queue, done))
+    }
+
+    /// A finished wait, found under `queue`: unlocks, after serving the waiters behind a
+    /// weighted waiter that the timer withdrew (`owed`), and returns the outcome.
+    fn finished(&self, queue: MutexGuard<'_, Queue>, (outcome, owed): (Outcome, bool)) -> Outcome {
+        if owed {
+            self.drain_and_wake(queue, &mut WakeList::default());
+        } else {
+            drop(queue);
+        }
+        outcome
     }
 
     /// Ends a wait early (deadline passed, future dropped). `None`: the waiter left the
@@ -940,24 +1084,33 @@ impl Semaphore {
     /// `Outcome::Granted` the caller owns a permit and must use or release it.
     pub(crate) fn withdraw(&self, key: WaitKey) -> Option<Outcome> {
         let mut queue = self.list.queue.lock();
-        let outcome = match queue.slot(key).state {
+        let (outcome, owed) = match queue.slot(key).state {
             SlotState::Queued => {
+                let was_head = queue.waiters.head == key.index;
                 queue.unlink(true, key.index);
                 self.list.publish_waiting(&queue);
                 if queue.live == 0 && !self.load().is_closed() {
                     self.clear_waiters_flag();
                 }
-                None
+                // The head leaving: the new head may be served by the permits free (a
+                // weighted head held them back), or refused (above a shrunk limit).
+                (None, was_head && queue.live > 0)
             }
             SlotState::DrainWait => {
                 queue.unlink(false, key.index);
-                None
+                (None, false)
             }
-            ended => ended.outcome(),
+            ended => (ended.outcome(), ended == SlotState::TimedOut),
         };
         // The wake of a waiter that left on its own is dropped after unlocking.
         let wake = queue.free(key);
-        unlock_then_drop(queue, wake, outcome)
+        if owed {
+            self.drain_and_wake(queue, &mut WakeList::default());
+        } else {
+            drop(queue);
+        }
+        drop(wake);
+        outcome
     }
 
     /// Closes the semaphore: from now on every acquire is refused, every queued waiter is
@@ -999,14 +1152,14 @@ impl Semaphore {
     pub(crate) fn wait_drained(&self, wake: Wake) -> Option<WaitKey> {
         let mut queue = self.list.queue.lock();
         // Ordering: Acquire — pairs with the Release `fetch_add` of the last call's
-        // `release` (and, through the release sequence, of every earlier one): a caller told
+        // `release_many` (and, through the release sequence, of every earlier one): a caller told
         // "drained" sees every write the finished calls made. The lock alone does not give
         // this: the last release takes the lock only after its `fetch_add`.
         let word = Word(self.state.load(Ordering::Acquire));
         if word.is_closed() && word.in_flight() == 0 {
             return unlock_then_drop(queue, wake, None);
         }
-        Some(queue.alloc(SlotState::DrainWait, wake, None))
+        Some(queue.alloc(SlotState::DrainWait, wake, None, 0))
     }
 
     /// Sets a new limit. Never waits for permits: growth adds free permits, which queued
@@ -1037,7 +1190,9 @@ impl Semaphore {
                 Err(actual) => word = Word(actual),
             }
         };
-        new.has_waiters() && new.available() > 0
+        // Growth serves queued waiters; a shrink may leave the head asking for more than the
+        // new limit, which the drain refuses.
+        new.has_waiters() && (new.available() > 0 || new.limit() < word.limit())
     }
 
     /// Hands free permits to queued waiters and wakes them (after a limit was raised).
@@ -1109,7 +1264,8 @@ mod tests {
     fn slab_reuses_slots_and_frees_after_a_storm() {
         let mut queue = Queue::new();
         let wake = || Wake::Task(futures_noop_waker());
-        let keys: Vec<_> = (0..100).map(|_| queue.alloc(SlotState::Queued, wake(), None)).collect();
+        let keys: Vec<_> =
+            (0..100).map(|_| queue.alloc(SlotState::Queued, wake(), None, 1)).collect();
         assert_eq!((queue.live, queue.in_use), (100, 100));
         for key in &keys[..99] {
             queue.unlink(true, key.index);
@@ -1117,7 +1273,7 @@ mod tests {
         }
         assert_eq!(queue.waiters.head, keys[99].index);
         assert!(queue.slots.capacity() >= 100, "the last waiter keeps the slab");
-        let again = queue.alloc(SlotState::Queued, wake(), None);
+        let again = queue.alloc(SlotState::Queued, wake(), None, 1);
         assert!(again.index < 99, "a freed slot is reused");
         assert_ne!(again, keys[again.index as usize], "with a new generation");
         for key in [keys[99], again] {

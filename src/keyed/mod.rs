@@ -1710,7 +1710,7 @@ struct KeySlot(Arc<Bulkhead>, Mark);
 impl Drop for KeySlot {
     #[inline]
     fn drop(&mut self) {
-        self.0.release_permit(self.1);
+        self.0.release_permits(1, self.1);
     }
 }
 

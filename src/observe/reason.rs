@@ -29,17 +29,24 @@ pub enum RejectReason {
     /// fallback key. The error names the key (`"{name}/{key}"`) and gives `max_keys` as its
     /// [`max_concurrent_calls`](crate::BulkheadFull::max_concurrent_calls).
     TooManyKeys,
+    /// The caller asked for more permits at once than the limit
+    /// ([`Bulkhead::try_acquire_many`](crate::Bulkhead::try_acquire_many) and the other
+    /// weighted acquires): refused at once, without waiting, since no release could satisfy
+    /// it; or, while it waited, a shrink put the limit below its request when it was at the
+    /// head of the queue.
+    ExceedsLimit,
 }
 
 impl RejectReason {
     /// Every reason, in declaration order: `ALL[r.index()] == r`. Per-reason counters are
     /// arrays of this length, so a new reason is one more entry here (and its label below).
-    pub(crate) const ALL: [RejectReason; 5] = [
+    pub(crate) const ALL: [RejectReason; 6] = [
         RejectReason::Full,
         RejectReason::WaitTimedOut,
         RejectReason::TooManyWaiting,
         RejectReason::Closed,
         RejectReason::TooManyKeys,
+        RejectReason::ExceedsLimit,
     ];
 
     /// The position of this reason in [`ALL`](Self::ALL).
@@ -58,6 +65,7 @@ impl RejectReason {
     /// assert_eq!(RejectReason::TooManyWaiting.label(), "too_many_waiting");
     /// assert_eq!(RejectReason::Closed.label(), "closed");
     /// assert_eq!(RejectReason::TooManyKeys.label(), "too_many_keys");
+    /// assert_eq!(RejectReason::ExceedsLimit.label(), "exceeds_limit");
     /// ```
     pub const fn label(self) -> &'static str {
         match self {
@@ -66,6 +74,7 @@ impl RejectReason {
             RejectReason::TooManyWaiting => "too_many_waiting",
             RejectReason::Closed => "closed",
             RejectReason::TooManyKeys => "too_many_keys",
+            RejectReason::ExceedsLimit => "exceeds_limit",
         }
     }
 }
@@ -78,6 +87,7 @@ impl fmt::Display for RejectReason {
             RejectReason::TooManyWaiting => "too many waiting",
             RejectReason::Closed => "closed",
             RejectReason::TooManyKeys => "too many keys",
+            RejectReason::ExceedsLimit => "request exceeds the limit",
         })
     }
 }
