@@ -653,3 +653,12 @@ fn head_leaving_refuses_a_new_head_above_a_shrunk_limit() {
     three.refused(RejectReason::ExceedsLimit);
     assert_quiescent(&bulkhead, 0);
 }
+
+/// The weighted request rides in the acquire futures without growing them: they stay at
+/// 56 bytes on 64-bit targets (the README's waiting section quotes the figure).
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn acquire_futures_keep_their_size() {
+    assert_eq!(std::mem::size_of::<bulkhead::Acquire<'static>>(), 56);
+    assert_eq!(std::mem::size_of::<bulkhead::AcquireOwned>(), 56);
+}

@@ -315,10 +315,29 @@ fn unlock_then_drop<T, G>(queue: MutexGuard<'_, Queue>, garbage: G, value: T) ->
 }
 
 /// A slot's index and generation: the waiter's handle to its place in the queue.
+///
+/// The index is kept plus one, in a `NonZeroU32` (an index is never `NIL`, so it fits): an
+/// `Option<WaitKey>` is then 8 bytes, which keeps an acquire future at 56 bytes with the
+/// weighted request beside it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WaitKey {
-    index: u32,
+    index_plus_one: core::num::NonZeroU32,
     generation: u32,
+}
+
+impl WaitKey {
+    fn new(index: u32, generation: u32) -> WaitKey {
+        match index.checked_add(1).and_then(core::num::NonZeroU32::new) {
+            Some(index_plus_one) => WaitKey { index_plus_one, generation },
+            None => unreachable!("a slot index is never NIL"),
+        }
+    }
+
+    /// The slot's index in the slab.
+    #[inline]
+    fn index(self) -> u32 {
+        self.index_plus_one.get() - 1
+    }
 }
 
 /// The life of a slot. Only its owner (the waiter) frees it, so a key never outlives its
@@ -448,7 +467,7 @@ impl Queue {
     }
 
     fn slot(&mut self, key: WaitKey) -> &mut Slot {
-        let slot = &mut self.slots[key.index as usize];
+        let slot = &mut self.slots[key.index() as usize];
         assert!(
             slot.generation == key.generation && slot.state != SlotState::Free,
             "a bulkhead wait key outlived its slot"
@@ -509,7 +528,7 @@ impl Queue {
             SlotState::DrainWait => self.link_back(false, index),
             _ => unreachable!("a new slot waits in a list"),
         }
-        WaitKey { index, generation: self.slots[index as usize].generation }
+        WaitKey::new(index, self.slots[index as usize].generation)
     }
 
     fn list(&mut self, waiters: bool) -> &mut List {
@@ -654,8 +673,8 @@ impl Queue {
             }
             self.free = NIL;
         } else {
-            self.slots[key.index as usize].next = self.free;
-            self.free = key.index;
+            self.slots[key.index() as usize].next = self.free;
+            self.free = key.index();
         }
         wake
     }
@@ -1086,8 +1105,8 @@ impl Semaphore {
         let mut queue = self.list.queue.lock();
         let (outcome, owed) = match queue.slot(key).state {
             SlotState::Queued => {
-                let was_head = queue.waiters.head == key.index;
-                queue.unlink(true, key.index);
+                let was_head = queue.waiters.head == key.index();
+                queue.unlink(true, key.index());
                 self.list.publish_waiting(&queue);
                 if queue.live == 0 && !self.load().is_closed() {
                     self.clear_waiters_flag();
@@ -1097,7 +1116,7 @@ impl Semaphore {
                 (None, was_head && queue.live > 0)
             }
             SlotState::DrainWait => {
-                queue.unlink(false, key.index);
+                queue.unlink(false, key.index());
                 (None, false)
             }
             ended => (ended.outcome(), ended == SlotState::TimedOut),
@@ -1268,16 +1287,16 @@ mod tests {
             (0..100).map(|_| queue.alloc(SlotState::Queued, wake(), None, 1)).collect();
         assert_eq!((queue.live, queue.in_use), (100, 100));
         for key in &keys[..99] {
-            queue.unlink(true, key.index);
+            queue.unlink(true, key.index());
             drop(queue.free(*key));
         }
-        assert_eq!(queue.waiters.head, keys[99].index);
+        assert_eq!(queue.waiters.head, keys[99].index());
         assert!(queue.slots.capacity() >= 100, "the last waiter keeps the slab");
         let again = queue.alloc(SlotState::Queued, wake(), None, 1);
-        assert!(again.index < 99, "a freed slot is reused");
-        assert_ne!(again, keys[again.index as usize], "with a new generation");
+        assert!(again.index() < 99, "a freed slot is reused");
+        assert_ne!(again, keys[again.index() as usize], "with a new generation");
         for key in [keys[99], again] {
-            queue.unlink(true, key.index);
+            queue.unlink(true, key.index());
             drop(queue.free(key));
         }
         assert_eq!((queue.live, queue.in_use, queue.slots.capacity()), (0, 0, 0));
