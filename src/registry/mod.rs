@@ -154,7 +154,7 @@ impl BulkheadSpec {
         mut self,
         tags: impl IntoIterator<Item = (K, V)>,
     ) -> Self {
-        self.tags.extend(tags.into_iter().map(|(k, v)| (k.into(), v.into())));
+        extend_tags(&mut self.tags, tags);
         self
     }
 
@@ -170,6 +170,15 @@ impl From<BulkheadConfig> for BulkheadSpec {
     fn from(config: BulkheadConfig) -> Self {
         BulkheadSpec::config(config)
     }
+}
+
+/// Adds `tags` to `into` (a later value for a key wins): the registry builder's tags and a
+/// [`BulkheadSpec`]'s.
+fn extend_tags<K: Into<String>, V: Into<String>>(
+    into: &mut BTreeMap<String, String>,
+    tags: impl IntoIterator<Item = (K, V)>,
+) {
+    into.extend(tags.into_iter().map(|(k, v)| (k.into(), v.into())));
 }
 
 /// A registry operation was refused.
@@ -904,7 +913,7 @@ impl BulkheadRegistryBuilder {
         mut self,
         tags: impl IntoIterator<Item = (K, V)>,
     ) -> Self {
-        self.tags.extend(tags.into_iter().map(|(k, v)| (k.into(), v.into())));
+        extend_tags(&mut self.tags, tags);
         self
     }
 
