@@ -274,29 +274,13 @@ macro_rules! marking {
 }
 
 /// What holds permits a call's outcome is marked on: a permit, or the permits of one call
-/// (a key's and a total's).
+/// (a keyed call's key and total: `OwnedKeyedPermit`).
 pub(crate) trait Marked {
     /// Marks how the call ended.
     fn set(&mut self, outcome: Outcome);
     /// Reports [`Outcome::Cancelled`] if it ends unmarked and not unwinding: for permits
     /// held by a call's future, which may be dropped before the call completes.
     fn unmarked_is_cancelled(&mut self);
-}
-
-impl<A: Marked, B: Marked> Marked for (A, Option<B>) {
-    fn set(&mut self, outcome: Outcome) {
-        self.0.set(outcome);
-        if let Some(b) = &mut self.1 {
-            b.set(outcome);
-        }
-    }
-
-    fn unmarked_is_cancelled(&mut self) {
-        self.0.unmarked_is_cancelled();
-        if let Some(b) = &mut self.1 {
-            b.unmarked_is_cancelled();
-        }
-    }
 }
 
 /// A slot in a [`Bulkhead`], borrowed from it. Dropping the permit releases the slot

@@ -107,7 +107,7 @@ use pin_project_lite::pin_project;
 use crate::bulkhead::config::{BulkheadConfig, ConfigError};
 use crate::bulkhead::error::BulkheadFull;
 use crate::bulkhead::future::AcquireOwned;
-use crate::bulkhead::permit::{Mark, OwnedPermit, Permit};
+use crate::bulkhead::permit::{Mark, Marked, Outcome, OwnedPermit, Permit};
 use crate::bulkhead::Bulkhead;
 use crate::engine::state::Word;
 use crate::engine::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
@@ -1946,11 +1946,22 @@ impl OwnedKeyedPermit {
     pub fn total_bulkhead(&self) -> Option<&Arc<Bulkhead>> {
         self.total.as_ref().map(OwnedPermit::bulkhead)
     }
+}
 
-    /// The key's permit and the total's, to hold separately (the tower layer's guard).
-    #[cfg(feature = "tower")]
-    pub(crate) fn into_parts(self) -> (OwnedPermit, Option<OwnedPermit>) {
-        (self.key, self.total)
+/// An outcome marked on a keyed call reaches both levels' permits (the tower layer's guard).
+impl Marked for OwnedKeyedPermit {
+    fn set(&mut self, outcome: Outcome) {
+        self.key.set(outcome);
+        if let Some(total) = &mut self.total {
+            total.set(outcome);
+        }
+    }
+
+    fn unmarked_is_cancelled(&mut self) {
+        self.key.unmarked_is_cancelled();
+        if let Some(total) = &mut self.total {
+            total.unmarked_is_cancelled();
+        }
     }
 }
 

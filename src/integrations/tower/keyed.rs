@@ -6,7 +6,7 @@ use core::future::Future;
 use core::hash::{BuildHasher, Hash};
 use core::mem;
 use core::pin::Pin;
-use core::task::{ready, Context, Poll};
+use core::task::{Context, Poll};
 use std::collections::hash_map::RandomState;
 use std::sync::Arc;
 
@@ -14,9 +14,8 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::bulkhead::permit::OwnedPermit;
-use crate::integrations::tower::{BoxError, Guarded};
-use crate::keyed::{AcquireOwnedKeyed, KeyedBulkhead};
+use crate::integrations::tower::{BoxError, Stage};
+use crate::keyed::{AcquireOwnedKeyed, KeyedBulkhead, OwnedKeyedPermit};
 
 /// Guards a client service with a [`KeyedBulkhead`]: each request takes a slot of the key
 /// `key_of(&request)` (and of the total) when its response future is first polled, holds it
@@ -151,9 +150,7 @@ where
         let clone = self.inner.clone();
         let service = mem::replace(&mut self.inner, clone);
         let acquire = self.keyed.acquire_owned_async(&key);
-        let state =
-            KeyedState::Acquiring { acquire, service: Some(service), request: Some(request) };
-        KeyedResponseFuture { state }
+        KeyedResponseFuture { state: Stage::acquiring(acquire, service, request) }
     }
 }
 
@@ -173,27 +170,10 @@ pin_project! {
     where
         S: Service<Req>,
     {
+        // The slots of the key and of the total (`KeyedBulkhead::acquire_owned_async`),
+        // dropped in that order (as `KeyedPermit`'s).
         #[pin]
-        state: KeyedState<S, Req, S::Future>,
-    }
-}
-
-pin_project! {
-    #[project = KeyedStateProj]
-    enum KeyedState<S, Req, Fut> {
-        // The slots of the key and of the total (`KeyedBulkhead::acquire_owned_async`).
-        Acquiring {
-            #[pin]
-            acquire: AcquireOwnedKeyed,
-            service: Option<S>,
-            request: Option<Req>,
-        },
-        Running {
-            // The key's slot and the total's, dropped in that order (as `KeyedPermit`'s).
-            #[pin]
-            call: Guarded<Fut, (OwnedPermit, Option<OwnedPermit>)>,
-        },
-        Done,
+        state: Stage<AcquireOwnedKeyed, S, Req, S::Future, OwnedKeyedPermit>,
     }
 }
 
@@ -205,32 +185,7 @@ where
     type Output = Result<S::Response, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        loop {
-            match this.state.as_mut().project() {
-                KeyedStateProj::Acquiring { acquire, service, request } => {
-                    match ready!(acquire.poll(cx)) {
-                        Ok(permit) => {
-                            let (service, request) = (service.take(), request.take());
-                            let call = Guarded::call(service, request, permit.into_parts());
-                            this.state.set(KeyedState::Running { call });
-                        }
-                        Err(full) => {
-                            this.state.set(KeyedState::Done);
-                            return Poll::Ready(Err(Box::new(full)));
-                        }
-                    }
-                }
-                KeyedStateProj::Running { call } => {
-                    let output = ready!(call.poll(cx));
-                    this.state.set(KeyedState::Done);
-                    return Poll::Ready(output);
-                }
-                KeyedStateProj::Done => {
-                    panic!("a keyed bulkhead ResponseFuture was polled after it completed")
-                }
-            }
-        }
+        self.project().state.poll_stage(cx, "keyed bulkhead ResponseFuture")
     }
 }
 
@@ -239,11 +194,6 @@ where
     S: Service<Req>,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = match &self.state {
-            KeyedState::Acquiring { .. } => "acquiring",
-            KeyedState::Running { .. } => "running",
-            KeyedState::Done => "done",
-        };
-        f.debug_struct("KeyedResponseFuture").field("state", &state).finish()
+        f.debug_struct("KeyedResponseFuture").field("state", &self.state.name()).finish()
     }
 }

@@ -85,7 +85,6 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-#[cfg(doc)]
 use crate::bulkhead::error::BulkheadFull;
 use crate::bulkhead::future::AcquireOwned;
 use crate::bulkhead::permit::OwnedPermit;
@@ -291,13 +290,8 @@ where
         // The instance driven to readiness serves this request; its clone takes its place.
         let clone = self.inner.clone();
         let service = mem::replace(&mut self.inner, clone);
-        ResponseFuture {
-            state: State::Acquiring {
-                acquire: self.bulkhead.acquire_owned_async(),
-                service: Some(service),
-                request: Some(request),
-            },
-        }
+        let acquire = self.bulkhead.acquire_owned_async();
+        ResponseFuture { state: Stage::acquiring(acquire, service, request) }
     }
 }
 
@@ -322,24 +316,81 @@ pin_project! {
         S: Service<Req>,
     {
         #[pin]
-        state: State<S, Req, S::Future>,
+        state: Stage<AcquireOwned, S, Req, S::Future, OwnedPermit>,
     }
 }
 
 pin_project! {
-    #[project = StateProj]
-    enum State<S, Req, F> {
+    /// What a response future of the plain and the keyed layer goes through: taking its
+    /// permits (`A` gives them as `P`), running the inner call under them, done.
+    #[project = StageProj]
+    pub(crate) enum Stage<A, S, Req, F, P> {
         Acquiring {
             #[pin]
-            acquire: AcquireOwned,
+            acquire: A,
             service: Option<S>,
             request: Option<Req>,
         },
         Running {
             #[pin]
-            call: Guarded<F, OwnedPermit>,
+            call: Guarded<F, P>,
         },
         Done,
+    }
+}
+
+impl<A, S, Req, P> Stage<A, S, Req, S::Future, P>
+where
+    A: Future<Output = Result<P, BulkheadFull>>,
+    S: Service<Req>,
+    S::Error: Into<BoxError>,
+    P: Marked,
+{
+    /// A stage that first takes its permits with `acquire`.
+    pub(crate) fn acquiring(acquire: A, service: S, request: Req) -> Self {
+        Stage::Acquiring { acquire, service: Some(service), request: Some(request) }
+    }
+
+    /// Drives the stages: a refusal is a [`BulkheadFull`] in the [`BoxError`]. `what` names
+    /// the future in the panic of a poll after completion.
+    pub(crate) fn poll_stage(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        what: &'static str,
+    ) -> Poll<Result<S::Response, BoxError>> {
+        loop {
+            match self.as_mut().project() {
+                StageProj::Acquiring { acquire, service, request } => {
+                    let acquired = ready!(acquire.poll(cx));
+                    let permits = match acquired {
+                        Ok(permits) => permits,
+                        Err(full) => {
+                            self.set(Stage::Done);
+                            return Poll::Ready(Err(Box::new(full)));
+                        }
+                    };
+                    let call = Guarded::call(service.take(), request.take(), permits);
+                    self.set(Stage::Running { call });
+                }
+                StageProj::Running { call } => {
+                    let output = ready!(call.poll(cx));
+                    self.set(Stage::Done);
+                    return Poll::Ready(output);
+                }
+                StageProj::Done => panic!("a {what} was polled after it completed"),
+            }
+        }
+    }
+}
+
+impl<A, S, Req, F, P> Stage<A, S, Req, F, P> {
+    /// The stage's name, for `Debug`.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Stage::Acquiring { .. } => "acquiring",
+            Stage::Running { .. } => "running",
+            Stage::Done => "done",
+        }
     }
 }
 
@@ -351,31 +402,7 @@ where
     type Output = Result<S::Response, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        loop {
-            match this.state.as_mut().project() {
-                StateProj::Acquiring { acquire, service, request } => {
-                    let acquired = ready!(acquire.poll(cx));
-                    let permit = match acquired {
-                        Ok(permit) => permit,
-                        Err(full) => {
-                            this.state.set(State::Done);
-                            return Poll::Ready(Err(Box::new(full)));
-                        }
-                    };
-                    let call = Guarded::call(service.take(), request.take(), permit);
-                    this.state.set(State::Running { call });
-                }
-                StateProj::Running { call } => {
-                    let output = ready!(call.poll(cx));
-                    this.state.set(State::Done);
-                    return Poll::Ready(output);
-                }
-                StateProj::Done => {
-                    panic!("a bulkhead ResponseFuture was polled after it completed")
-                }
-            }
-        }
+        self.project().state.poll_stage(cx, "bulkhead ResponseFuture")
     }
 }
 
@@ -428,12 +455,7 @@ where
     S: Service<Req>,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = match &self.state {
-            State::Acquiring { .. } => "acquiring",
-            State::Running { .. } => "running",
-            State::Done => "done",
-        };
-        f.debug_struct("ResponseFuture").field("state", &state).finish()
+        f.debug_struct("ResponseFuture").field("state", &self.state.name()).finish()
     }
 }
 
