@@ -86,9 +86,11 @@ pub use crate::bulkhead::config::{BulkheadConfig, BulkheadConfigBuilder, ConfigE
 pub use crate::bulkhead::error::BulkheadFull;
 pub use crate::bulkhead::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
 pub use crate::bulkhead::permit::{Outcome, OwnedPermit, Permit};
+pub use crate::bulkhead::request::Request;
 pub use crate::bulkhead::Bulkhead;
 #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
 pub use crate::engine::model;
+pub use crate::engine::policy::{Criticality, QueueOrder};
 pub use crate::engine::timer;
 #[cfg(feature = "serde")]
 pub use crate::integrations::file;

@@ -598,3 +598,44 @@ mod weighted {
         });
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Queue order and criticality: `scenarios_policy.rs`.
+// ---------------------------------------------------------------------------------------
+
+#[path = "scenarios_policy.rs"]
+mod scenarios_policy;
+
+/// Filter with `policy::` to run only these.
+mod policy {
+    use super::{run_model, scenarios_policy};
+
+    /// LIFO, room for one waiter: a newcomer evicting the waiter races the release that
+    /// would serve it. Evicted or granted, woken either way; never two permits; none lost.
+    #[test]
+    fn lifo_eviction_racing_release() {
+        run_model(
+            "policy::lifo_eviction_racing_release",
+            scenarios_policy::lifo_eviction_racing_release,
+        );
+    }
+
+    /// A sheddable headroom of 1: a critical try always finds its share, past a queued
+    /// sheddable waiter if need be.
+    #[test]
+    fn critical_share_under_sheddable_contention() {
+        run_model(
+            "policy::critical_share_under_sheddable_contention",
+            scenarios_policy::critical_share_under_sheddable_contention,
+        );
+    }
+
+    /// A release on another thread serves a critical waiter before an earlier default one.
+    #[test]
+    fn critical_waiter_overtakes_earlier_default_one() {
+        run_model(
+            "policy::critical_waiter_overtakes_earlier_default_one",
+            scenarios_policy::critical_waiter_overtakes_earlier_default_one,
+        );
+    }
+}

@@ -138,6 +138,10 @@ MUTANTS=(
     drain_never_refuses_above_limit
     timed_out_weighted_owes_no_drain
     owed_drain_wakes_under_lock
+    evicted_waiter_not_woken
+    sheddable_fast_path_ignores_headroom
+    queue_ignores_headroom
+    classes_served_lowest_first
 )
 ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed "
 
@@ -196,6 +200,10 @@ describe() {
     shrink_skips_drain) echo "weighted: a shrink with waiters queued does not drain (a head above the new limit waits for ever)" ;;
     drain_never_refuses_above_limit) echo "weighted: a drain never refuses a head above the limit" ;;
     timed_out_weighted_owes_no_drain) echo "weighted: a head withdrawn by the timer leaves the waiters behind it unserved" ;;
+    evicted_waiter_not_woken) echo "policy: a full LIFO queue evicts its oldest waiter without waking it (it waits for ever)" ;;
+    sheddable_fast_path_ignores_headroom) echo "policy: a sheddable try takes the permits kept for critical and default calls" ;;
+    queue_ignores_headroom) echo "policy: the queue (enqueue and drain) admits a sheddable waiter into the headroom" ;;
+    classes_served_lowest_first) echo "policy: the drain serves the lowest class first (sheddable before critical)" ;;
     owed_drain_wakes_under_lock) echo "weighted: the drain a timed-out weighted head owes wakes the granted waiters under the queue lock" ;;
     adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
     adaptive_releases_before_recording) echo "adaptive (issue 17): a permit is released before its sample is recorded (a queued caller is admitted under the limit before the failure)" ;;
@@ -214,7 +222,7 @@ apply() {
     waiters_flag_cleared_with_waiter_left)
         mutate src/engine/state.rs 'if queue.live == 0 && !self.load().is_closed() {' 'if queue.live <= 1 && !self.load().is_closed() {' ;;
     enqueue_skips_drain_after_flag)
-        mutate src/engine/state.rs '        if prev.available() <= 0 {' '        if prev.available() <= 0 || true {' ;;
+        mutate src/engine/state.rs '        if prev.available() <= 0 && !queue.order.is_adaptive() {' '        if true {' ;;
     dropped_async_forgets_grant)
         mutate src/bulkhead/future.rs '            bulkhead.sem().release_many(permits);
 ' '' ;;
@@ -231,8 +239,8 @@ apply() {
     waiter_cap_off_by_one)
         mutate src/engine/state.rs 'queue.live >= max' 'queue.live > max' ;;
     withdraw_leaves_slot_linked)
-        mutate src/engine/state.rs '                let was_head = queue.waiters.head == key.index;
-                queue.unlink(true, key.index);' '                let was_head = queue.waiters.head == key.index;
+        mutate src/engine/state.rs '                let was_next = queue.next() == key.index();
+                queue.unlink(key.index());' '                let was_next = queue.next() == key.index();
                 queue.live -= 1;' ;;
     repoll_keeps_stale_waker)
         mutate src/engine/state.rs 'if matches!(&queue.slot(key).wake, Some(Wake::Task(current)) if current.will_wake(waker)) {' 'if queue.slot(key).wake.is_some() {' ;;
@@ -276,7 +284,7 @@ apply() {
             self.free = key.index;
         } else {' ;;
     close_strands_queued_waiters)
-        mutate src/engine/state.rs '                match queue.pop_front(true, SlotState::Closed) {' '                match None::<Option<Wake>> {' ;;
+        mutate src/engine/state.rs '                match queue.pop_any(SlotState::Closed) {' '                match None::<Option<Wake>> {' ;;
     close_clears_waiters_flag)
         mutate src/engine/state.rs '                if !word.is_closed() {
                     self.clear_waiters_flag();
@@ -294,8 +302,8 @@ apply() {
             }
 ' '' ;;
     drain_forgets_drainers)
-        mutate src/engine/state.rs '                    match queue.pop_front(false, SlotState::Drained) {
-                        Some(wake) => wakes.push(wake),' '                    match queue.pop_front(false, SlotState::Drained) {
+        mutate src/engine/state.rs '                    match queue.pop_front(DRAINERS, SlotState::Drained) {
+                        Some(wake) => wakes.push(wake),' '                    match queue.pop_front(DRAINERS, SlotState::Drained) {
                         Some(_) => {}' ;;
     blocking_check_off)
         mutate src/bulkhead/blocking.rs '    if runs_async_tasks() {' '    if runs_async_tasks() && false {' ;;
@@ -374,13 +382,13 @@ apply() {
             hook.finished(self, mark);
         }' ;;
     withdraw_skips_weighted_drain)
-        mutate src/engine/state.rs '                (None, was_head && queue.live > 0)' '                (None, false)' ;;
+        mutate src/engine/state.rs '                (None, was_next && queue.live > 0)' '                (None, false)' ;;
     dropped_weighted_returns_one)
         mutate src/bulkhead/future.rs '            bulkhead.sem().release_many(permits);' '            bulkhead.sem().release_many(1);' ;;
     release_serves_one_waiter)
         mutate src/engine/state.rs '        while self.drain(&mut queue, wakes) {' '        if self.drain(&mut queue, wakes) {' ;;
     drain_grants_on_any_free_permit)
-        mutate src/engine/state.rs 'if word.available() < i64::from(need) {' 'if word.available() < 1 {' ;;
+        mutate src/engine/state.rs 'if word.available() < required {' 'if word.available() < 1 {' ;;
     drain_grants_head_one_permit)
         mutate src/engine/state.rs '                    word.0.wrapping_sub(permits(need)),' '                    word.0.wrapping_sub(permits(1)),' ;;
     try_acquire_many_barges)
@@ -391,6 +399,18 @@ apply() {
         mutate src/engine/state.rs '                if word.exceeds_limit(need) {' '                if false && word.exceeds_limit(need) {' ;;
     timed_out_weighted_owes_no_drain)
         mutate src/engine/state.rs '        let owed = outcome == Outcome::TimedOut;' '        let owed = false;' ;;
+    evicted_waiter_not_woken)
+        mutate src/engine/state.rs '            evicted.push(queue.end(last, SlotState::Evicted));' '            drop(queue.end(last, SlotState::Evicted));' ;;
+    sheddable_fast_path_ignores_headroom)
+        mutate src/engine/state.rs '        let required = i64::from(need) + self.headroom.load(Ordering::Relaxed) as i64;' '        let required = i64::from(need) + 0 * self.headroom.load(Ordering::Relaxed) as i64;' ;;
+    queue_ignores_headroom)
+        mutate src/engine/state.rs '        let headroom = if class == Criticality::Sheddable { self.headroom } else { 0 };' '        let headroom = if class == Criticality::Sheddable { 0 } else { 0 };' ;;
+    classes_served_lowest_first)
+        mutate src/engine/state.rs '        for list in &self.lists[..DRAINERS] {
+            if list.head != NIL {
+                return if newest { list.tail } else { list.head };' '        for list in self.lists[..DRAINERS].iter().rev() {
+            if list.head != NIL {
+                return if newest { list.tail } else { list.head };' ;;
     owed_drain_wakes_under_lock)
         mutate src/engine/state.rs '        if owed {
             self.drain_and_wake(queue, &mut WakeList::default());

@@ -349,3 +349,30 @@ mod weighted {
         replay_from_env(SCENARIOS);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Queue order and criticality: `scenarios_policy.rs`. Filter with `policy::`.
+// ---------------------------------------------------------------------------------------
+
+#[path = "scenarios_policy.rs"]
+mod scenarios_policy;
+
+mod policy {
+    use super::*;
+
+    scenarios! {
+        lifo_eviction_racing_release =>
+            crate::scenarios_policy::lifo_eviction_racing_release();
+        critical_share_under_sheddable_contention =>
+            crate::scenarios_policy::critical_share_under_sheddable_contention();
+        critical_waiter_overtakes_earlier_default_one =>
+            crate::scenarios_policy::critical_waiter_overtakes_earlier_default_one();
+    }
+
+    /// As `replay` above, for these scenarios (`... cargo test ... policy::replay -- --ignored`).
+    #[test]
+    #[ignore = "replays a schedule given in SHUTTLE_REPLAY_SCHEDULE"]
+    fn replay() {
+        replay_from_env(SCENARIOS);
+    }
+}

@@ -6,6 +6,7 @@ use core::time::Duration;
 use crate::bulkhead::error::BulkheadFull;
 use crate::bulkhead::permit::Mark;
 use crate::bulkhead::Bulkhead;
+use crate::engine::policy::Criticality;
 use crate::engine::state::{Enqueued, Outcome, WaitKey, Wake};
 use crate::observe::reason::RejectReason;
 
@@ -14,13 +15,18 @@ impl Bulkhead {
     /// has passed. The permits, when granted, are owned by the caller (no guard yet).
     #[cold]
     #[inline(never)]
-    pub(crate) fn wait_blocking(&self, wait: Duration, permits: u32) -> Result<Mark, BulkheadFull> {
+    pub(crate) fn wait_blocking(
+        &self,
+        wait: Duration,
+        permits: u32,
+        class: Criticality,
+    ) -> Result<Mark, BulkheadFull> {
         refuse_in_async_context(self.name(), "acquire", wait);
         let sem = self.sem();
         let clock = &sem.clock;
         let start = clock.now();
         let deadline = clock.deadline(start, wait);
-        let key = match sem.enqueue(Wake::thread(), self.max_waiting(), None, permits) {
+        let key = match sem.enqueue(Wake::thread(), self.max_waiting(), None, permits, class) {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {
                 return Ok(self.permitted_after(sem.load(), Some(start)));
@@ -30,6 +36,10 @@ impl Bulkhead {
             }
             Enqueued::Closed => return Err(self.refuse(sem.load())),
             Enqueued::ExceedsLimit => return Err(self.refuse_many(sem.load(), permits)),
+            Enqueued::Evicted => {
+                let waited = clock.since(start);
+                return Err(self.reject(sem.load(), RejectReason::Evicted, waited));
+            }
         };
         let outcome = self.park_on(key, deadline);
         match outcome {
@@ -39,6 +49,9 @@ impl Bulkhead {
             }
             Some(Outcome::ExceedsLimit) => {
                 Err(self.reject(sem.load(), RejectReason::ExceedsLimit, Duration::ZERO))
+            }
+            Some(Outcome::Evicted) => {
+                Err(self.reject(sem.load(), RejectReason::Evicted, clock.since(start)))
             }
             Some(Outcome::Drained) => unreachable!("an acquire is not a drain wait"),
             // A thread keeps its own deadline: the timer never withdraws it.

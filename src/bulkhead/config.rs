@@ -1,8 +1,10 @@
-//! Bulkhead configuration: the limit, the maximum wait, and the waiter cap.
+//! Bulkhead configuration: the limit, the maximum wait, the waiter cap, the queue order and
+//! the sheddable headroom.
 
 use core::fmt;
 use core::time::Duration;
 
+use crate::engine::policy::QueueOrder;
 use crate::engine::state::MAX_PERMITS;
 
 /// How many calls a [`Bulkhead`](crate::Bulkhead) admits at once, and how long a caller may
@@ -32,10 +34,13 @@ pub struct BulkheadConfig {
     max_concurrent_calls: usize,
     max_wait_duration: Duration,
     max_waiting_calls: Option<usize>,
+    queue_order: QueueOrder,
+    sheddable_headroom: usize,
 }
 
 impl Default for BulkheadConfig {
-    /// 25 concurrent calls, a max wait of zero (fail fast), no waiter cap.
+    /// 25 concurrent calls, a max wait of zero (fail fast), no waiter cap, FIFO, no
+    /// sheddable headroom.
     ///
     /// ```
     /// use bulkhead::BulkheadConfig;
@@ -49,6 +54,8 @@ impl Default for BulkheadConfig {
             max_concurrent_calls: Self::DEFAULT_MAX_CONCURRENT_CALLS,
             max_wait_duration: Duration::ZERO,
             max_waiting_calls: None,
+            queue_order: QueueOrder::Fifo,
+            sheddable_headroom: 0,
         }
     }
 }
@@ -101,7 +108,7 @@ impl BulkheadConfig {
         BulkheadConfig {
             max_concurrent_calls: calls.min(Self::MAX_CONCURRENT_CALLS),
             max_wait_duration: Self::POOL_MAX_WAIT,
-            max_waiting_calls: None,
+            ..BulkheadConfig::default()
         }
     }
 
@@ -133,6 +140,28 @@ impl BulkheadConfig {
     /// ```
     pub fn max_waiting_calls(&self) -> Option<usize> {
         self.max_waiting_calls
+    }
+
+    /// The order queued callers are served in; see [`QueueOrder`].
+    ///
+    /// ```
+    /// # use bulkhead::{BulkheadConfig, QueueOrder};
+    /// assert_eq!(BulkheadConfig::default().queue_order(), QueueOrder::Fifo);
+    /// ```
+    pub fn queue_order(&self) -> QueueOrder {
+        self.queue_order
+    }
+
+    /// The permits a sheddable call must leave free: see
+    /// [`Criticality`](crate::Criticality). 0 (the default): sheddable calls are admitted
+    /// as any other.
+    ///
+    /// ```
+    /// # use bulkhead::BulkheadConfig;
+    /// assert_eq!(BulkheadConfig::default().sheddable_headroom(), 0);
+    /// ```
+    pub fn sheddable_headroom(&self) -> usize {
+        self.sheddable_headroom
     }
 }
 
@@ -177,12 +206,43 @@ impl BulkheadConfigBuilder {
         self
     }
 
+    /// Sets the order queued callers are served in (default FIFO); see [`QueueOrder`] for
+    /// when to use which.
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, QueueOrder};
+    /// let config = BulkheadConfig::builder().queue_order(QueueOrder::Lifo).build()?;
+    /// assert_eq!(config.queue_order(), QueueOrder::Lifo);
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    pub fn queue_order(mut self, order: QueueOrder) -> Self {
+        self.config.queue_order = order;
+        self
+    }
+
+    /// Keeps `n` permits from sheddable calls: a sheddable call is admitted only if `n`
+    /// permits stay free after it (see [`Criticality`](crate::Criticality)). At most
+    /// `max_concurrent_calls`.
+    ///
+    /// ```
+    /// use bulkhead::BulkheadConfig;
+    /// let config = BulkheadConfig::builder().max_concurrent_calls(10).sheddable_headroom(3).build()?;
+    /// assert_eq!(config.sheddable_headroom(), 3);
+    /// # Ok::<(), bulkhead::ConfigError>(())
+    /// ```
+    pub fn sheddable_headroom(mut self, n: usize) -> Self {
+        self.config.sheddable_headroom = n;
+        self
+    }
+
     /// Validates and returns the configuration.
     ///
     /// # Errors
     ///
     /// [`ConfigError`] naming `max_concurrent_calls` and its value when it is above
-    /// [`BulkheadConfig::MAX_CONCURRENT_CALLS`].
+    /// [`BulkheadConfig::MAX_CONCURRENT_CALLS`]; `sheddable_headroom` when it is above
+    /// `max_concurrent_calls`; `queue_order` when an adaptive LIFO's target or interval is
+    /// zero.
     ///
     /// ```
     /// use bulkhead::BulkheadConfig;
@@ -201,6 +261,23 @@ impl BulkheadConfigBuilder {
                     BulkheadConfig::MAX_CONCURRENT_CALLS
                 ),
             ));
+        }
+        let headroom = self.config.sheddable_headroom;
+        if headroom > n {
+            return Err(ConfigError::new(
+                "sheddable_headroom",
+                headroom.to_string(),
+                format!("is above max_concurrent_calls ({n}): no sheddable call could ever run"),
+            ));
+        }
+        if let QueueOrder::AdaptiveLifo { target, interval } = self.config.queue_order {
+            if target.is_zero() || interval.is_zero() {
+                return Err(ConfigError::new(
+                    "queue_order",
+                    format!("adaptive-lifo (target {target:?}, interval {interval:?})"),
+                    "needs a target and an interval above zero",
+                ));
+            }
         }
         Ok(self.config)
     }

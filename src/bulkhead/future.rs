@@ -17,7 +17,9 @@ use crate::bulkhead::error::BulkheadFull;
 use crate::bulkhead::permit::Mark;
 use crate::bulkhead::permit::OwnedPermit;
 use crate::bulkhead::permit::Permit;
+use crate::bulkhead::request::Request;
 use crate::bulkhead::Bulkhead;
+use crate::engine::policy::Criticality;
 use crate::engine::state::{Enqueued, Outcome, WaitKey, Wake};
 use crate::engine::sync::Instant;
 use crate::observe::reason::RejectReason;
@@ -63,11 +65,29 @@ struct Core {
     engine_timer: bool,
     /// The permits asked for (`acquire_many_async`); 1 for the plain acquires.
     permits: u32,
+    /// The class asked in (`acquire_many_async` with a `Request`); default for the plain
+    /// acquires.
+    class: Criticality,
 }
 
 impl Core {
-    const fn new(engine_timer: bool, permits: u32) -> Self {
-        Core { key: None, start: None, deadline: None, done: false, engine_timer, permits }
+    const fn new(engine_timer: bool, request: Request) -> Self {
+        Core {
+            key: None,
+            start: None,
+            deadline: None,
+            done: false,
+            engine_timer,
+            permits: request.num_permits(),
+            class: request.class(),
+        }
+    }
+
+    /// Whether this acquire asks for more than the plain one: other than 1 permit, or in
+    /// another class than the default.
+    #[inline]
+    fn is_plain(&self) -> bool {
+        self.permits == 1 && self.class == Criticality::Default
     }
 
     /// Called on drop: a queued future leaves the queue; a permit granted to it but never
@@ -102,7 +122,7 @@ impl Core {
         if just_queued {
             // First poll: the fast path, or a refusal that needs no queue, decided inline.
             assert!(!self.done, "a bulkhead acquire future was polled after it completed");
-            if self.permits != 1 {
+            if !self.is_plain() {
                 if let Some(done) = self.first_poll_many(bulkhead) {
                     return done;
                 }
@@ -138,7 +158,8 @@ impl Core {
     #[inline(never)]
     fn first_poll_many(&mut self, bulkhead: &Bulkhead) -> Option<Poll<Result<Mark, BulkheadFull>>> {
         let permits = self.permits;
-        let word = match bulkhead.try_acquire_many_raw(permits) {
+        let request = Request::permits(permits).criticality(self.class);
+        let word = match bulkhead.try_acquire_request(request) {
             Ok(word) => {
                 let mark = bulkhead.permitted(word);
                 return Some(self.done_with(Ok(mark)));
@@ -241,6 +262,7 @@ impl Core {
             bulkhead.max_waiting(),
             timed,
             self.permits,
+            self.class,
         ) {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {
@@ -255,6 +277,12 @@ impl Core {
             Enqueued::Closed => return Some(self.done_with(Err(bulkhead.refuse(sem.load())))),
             Enqueued::ExceedsLimit => {
                 let err = bulkhead.refuse_many(sem.load(), self.permits);
+                return Some(self.done_with(Err(err)));
+            }
+            Enqueued::Evicted => {
+                self.start = start;
+                let waited = self.waited(bulkhead);
+                let err = bulkhead.reject(sem.load(), RejectReason::Evicted, waited);
                 return Some(self.done_with(Err(err)));
             }
         };
@@ -312,6 +340,11 @@ impl Core {
                 let err = bulkhead.reject(sem.load(), RejectReason::WaitTimedOut, waited);
                 self.done_with(Err(err))
             }
+            Outcome::Evicted => {
+                let waited = self.waited(bulkhead);
+                let err = bulkhead.reject(sem.load(), RejectReason::Evicted, waited);
+                self.done_with(Err(err))
+            }
             Outcome::Drained => unreachable!("an acquire is not a drain wait"),
         }
     }
@@ -355,12 +388,12 @@ pin_project! {
 impl<'a> Acquire<'a> {
     #[inline]
     pub(crate) fn new(bulkhead: &'a Bulkhead) -> Self {
-        Acquire { bulkhead, core: Core::new(true, 1), timer: Timer::Off }
+        Acquire { bulkhead, core: Core::new(true, Request::permits(1)), timer: Timer::Off }
     }
 
     /// `acquire_many_async(permits)`.
-    pub(crate) fn many(bulkhead: &'a Bulkhead, permits: u32) -> Self {
-        Acquire { bulkhead, core: Core::new(true, permits), timer: Timer::Off }
+    pub(crate) fn many(bulkhead: &'a Bulkhead, request: Request) -> Self {
+        Acquire { bulkhead, core: Core::new(true, request), timer: Timer::Off }
     }
 }
 
@@ -418,7 +451,7 @@ where
         AcquireWithSleep {
             bulkhead,
             make_sleep: Some(make_sleep),
-            core: Core::new(false, 1),
+            core: Core::new(false, Request::permits(1)),
             timer: Timer::Off,
         }
     }
@@ -474,12 +507,12 @@ pin_project! {
 
 impl AcquireOwned {
     pub(crate) fn new(bulkhead: Arc<Bulkhead>) -> Self {
-        AcquireOwned { bulkhead, core: Core::new(true, 1), timer: Timer::Off }
+        AcquireOwned { bulkhead, core: Core::new(true, Request::permits(1)), timer: Timer::Off }
     }
 
     /// `acquire_many_owned_async(permits)`.
-    pub(crate) fn many(bulkhead: Arc<Bulkhead>, permits: u32) -> Self {
-        AcquireOwned { bulkhead, core: Core::new(true, permits), timer: Timer::Off }
+    pub(crate) fn many(bulkhead: Arc<Bulkhead>, request: Request) -> Self {
+        AcquireOwned { bulkhead, core: Core::new(true, request), timer: Timer::Off }
     }
 }
 

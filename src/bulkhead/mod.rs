@@ -7,6 +7,7 @@ mod fallible;
 pub(crate) mod future;
 pub(crate) mod hook;
 pub(crate) mod permit;
+pub(crate) mod request;
 
 use core::fmt;
 use core::future::Future;
@@ -20,6 +21,8 @@ use crate::bulkhead::hook::LimitHook;
 use crate::bulkhead::permit::Mark;
 use crate::bulkhead::permit::OwnedPermit;
 use crate::bulkhead::permit::Permit;
+use crate::bulkhead::request::Request;
+use crate::engine::policy::Criticality;
 use crate::engine::state::MAX_PERMITS;
 use crate::engine::state::{Semaphore, Word};
 use crate::engine::sync::{AtomicU64, AtomicUsize, Instant, Mutex, OnceLock, Ordering};
@@ -116,6 +119,8 @@ impl Bulkhead {
             hook: OnceLock::new(),
         };
         bulkhead.store_wait_settings(&config);
+        // Nobody is queued yet: nothing to serve.
+        let _ = bulkhead.sem.set_policy(config.queue_order(), config.sheddable_headroom());
         // The `tracing` feature does not set the observed flag: the paths it logs (a
         // refusal, a wait) ask `trace::interested()` next to the flag, one load of
         // tracing's global max level, so with no subscriber they stay unobserved.
@@ -170,6 +175,7 @@ impl Bulkhead {
         let mut current = self.config.lock();
         // Wait settings first: the limit CAS (Release) then publishes them to callers it admits.
         self.store_wait_settings(&config);
+        let reorder = self.sem.set_policy(config.queue_order(), config.sheddable_headroom());
         if let Some(hook) = self.hook.get() {
             // The configured limit is the controller's cap: it moves its bounds (under the
             // config lock, so caps reach it in the config's order) and applies its limit
@@ -178,9 +184,12 @@ impl Bulkhead {
             *current = config;
             drop(current);
             hook.apply(self);
+            if reorder {
+                self.sem.serve_waiters();
+            }
             return;
         }
-        let serve = self.sem.set_limit(config.max_concurrent_calls());
+        let serve = self.sem.set_limit(config.max_concurrent_calls()) | reorder;
         *current = config;
         drop(current);
         // Queued callers the new permits admit are granted and woken after the config lock
@@ -312,7 +321,8 @@ impl Bulkhead {
         if word.is_closed() || self.max_wait_is_zero() {
             return Err(self.refuse(word));
         }
-        self.wait_blocking(self.max_wait(), 1).map(|mark| Permit::new(self, mark))
+        self.wait_blocking(self.max_wait(), 1, Criticality::Default)
+            .map(|mark| Permit::new(self, mark))
     }
 
     /// Takes a permit, waiting up to `wait` (instead of the configured max wait) for one.
@@ -349,7 +359,7 @@ impl Bulkhead {
         match self.sem.try_acquire() {
             Ok(word) => Ok(self.permitted(word)),
             Err(word) if word.is_closed() || wait.is_zero() => Err(self.refuse(word)),
-            Err(_) => self.wait_blocking(wait, 1),
+            Err(_) => self.wait_blocking(wait, 1, Criticality::Default),
         }
     }
 
@@ -485,8 +495,13 @@ impl Bulkhead {
     /// # Ok::<(), bulkhead::ConfigError>(())
     /// ```
     #[inline]
-    pub fn try_acquire_many(&self, n: u32) -> Result<Permit<'_>, BulkheadFull> {
-        match self.try_acquire_many_raw(n) {
+    pub fn try_acquire_many(
+        &self,
+        request: impl Into<Request>,
+    ) -> Result<Permit<'_>, BulkheadFull> {
+        let request = request.into();
+        let n = request.num_permits();
+        match self.try_acquire_request(request) {
             Ok(word) => Ok(Permit::with_permits(self, n, self.permitted(word))),
             Err(word) => Err(self.refuse_many(word, n)),
         }
@@ -531,8 +546,10 @@ impl Bulkhead {
     /// assert_eq!(bulkhead.acquire_many(3)?.num_permits(), 3);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn acquire_many(&self, n: u32) -> Result<Permit<'_>, BulkheadFull> {
-        match self.try_acquire_many_raw(n) {
+    pub fn acquire_many(&self, request: impl Into<Request>) -> Result<Permit<'_>, BulkheadFull> {
+        let request = request.into();
+        let n = request.num_permits();
+        match self.try_acquire_request(request) {
             Ok(word) => Ok(Permit::with_permits(self, n, self.permitted(word))),
             Err(word)
                 if word.is_closed()
@@ -543,7 +560,7 @@ impl Bulkhead {
                 Err(self.refuse_many(word, n))
             }
             Err(_) => self
-                .wait_blocking(self.max_wait(), n)
+                .wait_blocking(self.max_wait(), n, request.class())
                 .map(|mark| Permit::with_permits(self, n, mark)),
         }
     }
@@ -576,8 +593,8 @@ impl Bulkhead {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn acquire_many_async(&self, n: u32) -> Acquire<'_> {
-        Acquire::many(self, n)
+    pub fn acquire_many_async(&self, request: impl Into<Request>) -> Acquire<'_> {
+        Acquire::many(self, request.into())
     }
 
     /// Takes `n` permits at once as an owned permit if they are free. Never waits.
@@ -599,9 +616,9 @@ impl Bulkhead {
     /// ```
     pub fn try_acquire_many_owned(
         self: &StdArc<Self>,
-        n: u32,
+        request: impl Into<Request>,
     ) -> Result<OwnedPermit, BulkheadFull> {
-        self.try_acquire_many(n).map(|permit| permit.into_owned(StdArc::clone(self)))
+        self.try_acquire_many(request).map(|permit| permit.into_owned(StdArc::clone(self)))
     }
 
     /// Waits asynchronously for `n` permits at once as an owned permit, up to the configured
@@ -628,8 +645,11 @@ impl Bulkhead {
     /// drop(permit);
     /// # }
     /// ```
-    pub fn acquire_many_owned_async(self: &StdArc<Self>, n: u32) -> AcquireOwned {
-        AcquireOwned::many(StdArc::clone(self), n)
+    pub fn acquire_many_owned_async(
+        self: &StdArc<Self>,
+        request: impl Into<Request>,
+    ) -> AcquireOwned {
+        AcquireOwned::many(StdArc::clone(self), request.into())
     }
 
     /// Takes an owned permit, waiting up to the configured `max_wait_duration`.
@@ -1158,6 +1178,35 @@ impl Bulkhead {
             Err(word)
         } else {
             Ok(word)
+        }
+    }
+
+    /// Takes what `request` asks for, all or nothing, without waiting: the fast path of
+    /// every weighted acquire. The default class takes the plain path; the others are out
+    /// of line.
+    #[inline]
+    pub(crate) fn try_acquire_request(&self, request: Request) -> Result<Word, Word> {
+        if request.is_default_class() {
+            self.try_acquire_many_raw(request.num_permits())
+        } else {
+            self.try_acquire_classed(request.num_permits(), request.class())
+        }
+    }
+
+    /// A critical or sheddable [`try_acquire_request`](Self::try_acquire_request): a
+    /// sheddable caller leaves the headroom free; a critical one may take permits held back
+    /// for queued callers of a lower class (see [`Criticality`]).
+    #[cold]
+    #[inline(never)]
+    fn try_acquire_classed(&self, permits: u32, class: Criticality) -> Result<Word, Word> {
+        match permits {
+            0 => self.try_acquire_none(),
+            n if n as usize > MAX_PERMITS => Err(self.sem.load()),
+            n if class == Criticality::Sheddable => self.sem.try_acquire_sheddable(n),
+            n => match self.sem.try_acquire_many(n) {
+                Err(word) if word.holds_back(n) => self.sem.try_acquire_first(n, class),
+                taken => taken,
+            },
         }
     }
 

@@ -139,6 +139,7 @@ use std::task::Waker;
 
 use crossbeam_utils::CachePadded;
 
+use crate::engine::policy::{Criticality, QueueOrder};
 use crate::engine::sync::{
     AtomicU64, AtomicUsize, Clock, Instant, Mutex, MutexGuard, Ordering, Thread,
 };
@@ -229,6 +230,15 @@ impl Word {
     #[inline]
     pub(crate) fn exceeds_limit(self, n: u32) -> bool {
         n > 1 && n as usize > self.limit()
+    }
+
+    /// Whether an acquire of `n` found `n` permits free but held back for queued waiters
+    /// (a weighted next waiter needing more, a sheddable one leaving the headroom): open,
+    /// `WAITERS` set and `available >= n`. A caller served before those waiters may take
+    /// them under the lock (`Semaphore::try_acquire_first`).
+    #[inline]
+    pub(crate) fn holds_back(self, n: u32) -> bool {
+        self.0 & (WAITERS | CLOSED) == WAITERS && self.available() >= i64::from(n)
     }
 
     /// Calls in flight: `limit - available`, never negative.
@@ -361,6 +371,9 @@ enum SlotState {
     /// Out of every list: at the head of the queue, it asked for more permits than the
     /// (shrunk) limit.
     Refused,
+    /// Out of every list: refused to make room for a newcomer served before it, or, under
+    /// adaptive LIFO, older than the target while the queue stood (see `policy.rs`).
+    Evicted,
 }
 
 impl SlotState {
@@ -374,6 +387,7 @@ impl SlotState {
             SlotState::Drained => Some(Outcome::Drained),
             SlotState::TimedOut => Some(Outcome::TimedOut),
             SlotState::Refused => Some(Outcome::ExceedsLimit),
+            SlotState::Evicted => Some(Outcome::Evicted),
             SlotState::Free => unreachable!("checked by `Queue::slot`"),
         }
     }
@@ -392,6 +406,9 @@ pub(crate) enum Outcome {
     TimedOut,
     /// The limit shrank below the waiter's request while it was at the head: no permit.
     ExceedsLimit,
+    /// The queue refused the waiter to make room, or for its age (see `QueueOrder`): no
+    /// permit.
+    Evicted,
 }
 
 const NIL: u32 = u32::MAX;
@@ -405,6 +422,10 @@ struct Slot {
     wake: Option<Wake>,
     /// The permits this waiter asked for (≥ 1; `try_acquire` and friends ask for 1).
     need: u32,
+    /// Its class: the waiter list it is in.
+    class: Criticality,
+    /// When it queued, under adaptive LIFO (the only order that ages waiters).
+    since: Option<Instant>,
     /// The deadline the bulkhead's timer keeps for this waiter (bounded async waits only;
     /// a thread keeps its own, a custom sleep its own).
     deadline: Option<Instant>,
@@ -421,30 +442,41 @@ impl List {
     const EMPTY: List = List { head: NIL, tail: NIL };
 }
 
-/// The waiter queue: a slab of slots reused after warm-up (no allocation per waiter), the
-/// FIFO of queued waiters and the list of drain waiters threaded through it. Guarded by
-/// the semaphore's mutex.
+/// The list of drain waiters, after the three waiter lists (one per [`Criticality`]).
+const DRAINERS: usize = Criticality::COUNT;
+
+/// The waiter queue: a slab of slots reused after warm-up (no allocation per waiter), one
+/// list of queued waiters per class (each in arrival order: head oldest, tail newest) and
+/// the list of drain waiters, threaded through it. Guarded by the semaphore's mutex.
 #[derive(Debug)]
 struct Queue {
     slots: Vec<Slot>,
     /// Head of the free list (threaded through `next`).
     free: u32,
-    waiters: List,
-    drainers: List,
-    /// Slots in `waiters`.
+    /// `lists[c]` holds the queued waiters of class `c`; `lists[DRAINERS]` the drain waiters.
+    lists: [List; Criticality::COUNT + 1],
+    /// Slots in the waiter lists.
     live: usize,
     /// Slots not on the free list.
     in_use: usize,
-    /// Slots in `waiters` with a timer deadline.
+    /// Slots in the waiter lists with a timer deadline.
     timed: usize,
-    /// Whether the timed slots' deadlines never decrease from head to tail, so the first
-    /// timed slot has the earliest deadline. True for FIFO with one max wait; a
+    /// Whether the timed slots' deadlines never decrease in arrival order, so the first timed
+    /// slot of each list has that list's earliest deadline. True with one max wait; a
     /// `change_config` that shortens the wait can break it until the timed slots are gone.
     ordered: bool,
     /// The latest deadline queued since the queue last had no timed slot.
     max_deadline: Option<Instant>,
     /// The earliest deadline the timer has been asked to fire for this queue, if any.
     armed: Option<Instant>,
+    /// The order within a class.
+    order: QueueOrder,
+    /// Adaptive LIFO: the queue stands (serve newest first, evict waiters past the target).
+    standing: bool,
+    /// Adaptive LIFO: since when the oldest waiter has been older than the target.
+    above_since: Option<Instant>,
+    /// Permits a sheddable waiter must leave free (`sheddable_headroom`).
+    headroom: u32,
 }
 
 impl Queue {
@@ -455,14 +487,17 @@ impl Queue {
         Queue {
             slots: Vec::new(),
             free: NIL,
-            waiters: List::EMPTY,
-            drainers: List::EMPTY,
+            lists: [List::EMPTY; Criticality::COUNT + 1],
             live: 0,
             in_use: 0,
             timed: 0,
             ordered: true,
             max_deadline: None,
             armed: None,
+            order: QueueOrder::Fifo,
+            standing: false,
+            above_since: None,
+            headroom: 0,
         }
     }
 
@@ -475,15 +510,71 @@ impl Queue {
         slot
     }
 
+    /// Whether the newest of a class is served first now.
+    fn newest_first(&self) -> bool {
+        match self.order {
+            QueueOrder::Fifo => false,
+            QueueOrder::Lifo => true,
+            QueueOrder::AdaptiveLifo { .. } => self.standing,
+        }
+    }
+
+    /// The waiter served next: the first of the highest class with anyone queued (oldest or
+    /// newest, by the order); `NIL` if none.
+    fn next(&self) -> u32 {
+        let newest = self.newest_first();
+        for list in &self.lists[..DRAINERS] {
+            if list.head != NIL {
+                return if newest { list.tail } else { list.head };
+            }
+        }
+        NIL
+    }
+
+    /// The waiter served last: the last of the lowest class with anyone queued; `NIL` if
+    /// none.
+    fn last_served(&self) -> u32 {
+        let newest = self.newest_first();
+        for list in self.lists[..DRAINERS].iter().rev() {
+            if list.head != NIL {
+                return if newest { list.head } else { list.tail };
+            }
+        }
+        NIL
+    }
+
+    /// Whether a newcomer of `class` would be served before the queued waiter `index`.
+    fn served_before(&self, class: Criticality, index: u32) -> bool {
+        let queued = self.slots[index as usize].class;
+        class < queued || (class == queued && self.newest_first())
+    }
+
+    /// Whether a newcomer of `class` is served before everyone queued: nobody of a higher
+    /// class is queued, and nobody of its own unless the newest is served first.
+    fn newcomer_first(&self, class: Criticality) -> bool {
+        let next = self.next();
+        next == NIL || self.served_before(class, next)
+    }
+
+    /// The permits a waiter of `class` asking for `need` requires free: a sheddable one
+    /// leaves the headroom.
+    fn required(&self, need: u32, class: Criticality) -> i64 {
+        let headroom = if class == Criticality::Sheddable { self.headroom } else { 0 };
+        i64::from(need) + i64::from(headroom)
+    }
+
     /// Takes a slot (from the free list, or a new one) in `state`, linked at the back of
-    /// `waiters` or `drainers`.
-    /// `deadline` (queued waiters only) is one the timer keeps.
+    /// its class's waiter list (`Queued`) or of the drain waiters (`DrainWait`).
+    /// `deadline` (queued waiters only) is one the timer keeps; `since` is when it queued
+    /// (adaptive LIFO only).
     fn alloc(
         &mut self,
         state: SlotState,
         wake: Wake,
         deadline: Option<Instant>,
         need: u32,
+        class: Criticality,
+        since: Option<Instant>,
     ) -> WaitKey {
         let index = if self.free != NIL {
             let index = self.free;
@@ -493,6 +584,8 @@ impl Queue {
             slot.state = state;
             slot.wake = Some(wake);
             slot.need = need;
+            slot.class = class;
+            slot.since = since;
             slot.deadline = deadline;
             index
         } else {
@@ -507,6 +600,8 @@ impl Queue {
                 next: NIL,
                 wake: Some(wake),
                 need,
+                class,
+                since,
                 deadline,
             };
             self.slots.push(slot);
@@ -515,7 +610,7 @@ impl Queue {
         self.in_use += 1;
         match state {
             SlotState::Queued => {
-                self.link_back(true, index);
+                self.link_back(class.index(), index);
                 self.live += 1;
                 if let Some(deadline) = deadline {
                     self.timed += 1;
@@ -525,51 +620,55 @@ impl Queue {
                     self.max_deadline = self.max_deadline.max(Some(deadline));
                 }
             }
-            SlotState::DrainWait => self.link_back(false, index),
+            SlotState::DrainWait => self.link_back(DRAINERS, index),
             _ => unreachable!("a new slot waits in a list"),
         }
         WaitKey::new(index, self.slots[index as usize].generation)
     }
 
-    fn list(&mut self, waiters: bool) -> &mut List {
-        if waiters {
-            &mut self.waiters
-        } else {
-            &mut self.drainers
+    /// The list a waiting slot is in.
+    fn list_of(&self, index: u32) -> usize {
+        let slot = &self.slots[index as usize];
+        match slot.state {
+            SlotState::Queued => slot.class.index(),
+            SlotState::DrainWait => DRAINERS,
+            _ => unreachable!("only a waiting slot is in a list"),
         }
     }
 
-    fn link_back(&mut self, waiters: bool, index: u32) {
-        let tail = self.list(waiters).tail;
+    fn link_back(&mut self, list: usize, index: u32) {
+        let tail = self.lists[list].tail;
         {
             let slot = &mut self.slots[index as usize];
             slot.prev = tail;
             slot.next = NIL;
         }
         if tail == NIL {
-            self.list(waiters).head = index;
+            self.lists[list].head = index;
         } else {
             self.slots[tail as usize].next = index;
         }
-        self.list(waiters).tail = index;
+        self.lists[list].tail = index;
     }
 
-    fn unlink(&mut self, waiters: bool, index: u32) {
+    /// Takes a waiting slot out of its list (its state still says where it was).
+    fn unlink(&mut self, index: u32) {
+        let list = self.list_of(index);
         let (prev, next) = {
             let slot = &self.slots[index as usize];
             (slot.prev, slot.next)
         };
         if prev == NIL {
-            self.list(waiters).head = next;
+            self.lists[list].head = next;
         } else {
             self.slots[prev as usize].next = next;
         }
         if next == NIL {
-            self.list(waiters).tail = prev;
+            self.lists[list].tail = prev;
         } else {
             self.slots[next as usize].prev = prev;
         }
-        if waiters {
+        if list != DRAINERS {
             self.live -= 1;
             if self.slots[index as usize].deadline.is_some() {
                 self.timed -= 1;
@@ -578,66 +677,108 @@ impl Queue {
                     self.max_deadline = None;
                 }
             }
+            if self.live == 0 {
+                // The queue drained: adaptive LIFO is back to FIFO.
+                self.standing = false;
+                self.above_since = None;
+            }
         }
+    }
+
+    /// Takes the waiting slot `index` out of its list, sets its final `state` and returns
+    /// its wake.
+    fn end(&mut self, index: u32, state: SlotState) -> Option<Wake> {
+        self.unlink(index);
+        let slot = &mut self.slots[index as usize];
+        slot.state = state;
+        slot.wake.take()
     }
 
     /// Takes the first queued waiter whose timer deadline is at or before `now` out of the
     /// list, marks it `TimedOut` and returns its wake; `None` if no deadline has passed.
     fn pop_expired(&mut self, now: Instant) -> Option<Option<Wake>> {
-        let mut index = self.waiters.head;
-        while index != NIL {
-            let slot = &self.slots[index as usize];
-            let next = slot.next;
-            match slot.deadline {
-                Some(deadline) if deadline <= now => {
-                    self.unlink(true, index);
-                    let slot = &mut self.slots[index as usize];
-                    slot.state = SlotState::TimedOut;
-                    return Some(slot.wake.take());
+        for list in 0..DRAINERS {
+            let mut index = self.lists[list].head;
+            while index != NIL {
+                let slot = &self.slots[index as usize];
+                let next = slot.next;
+                match slot.deadline {
+                    Some(deadline) if deadline <= now => {
+                        return Some(self.end(index, SlotState::TimedOut));
+                    }
+                    // In order, so no later deadline of this list has passed either.
+                    Some(_) if self.ordered => break,
+                    _ => {}
                 }
-                // In order, so no later deadline has passed either.
-                Some(_) if self.ordered => return None,
-                _ => {}
+                index = next;
             }
-            index = next;
         }
         None
     }
 
     /// The earliest timer deadline of a queued waiter.
     fn earliest_deadline(&self) -> Option<Instant> {
-        let mut earliest = None;
-        let mut index = self.waiters.head;
-        while index != NIL && self.timed > 0 {
-            let slot = &self.slots[index as usize];
-            if let Some(deadline) = slot.deadline {
-                if self.ordered {
-                    return Some(deadline);
+        let mut earliest: Option<Instant> = None;
+        for list in &self.lists[..DRAINERS] {
+            let mut index = list.head;
+            while index != NIL && self.timed > 0 {
+                let slot = &self.slots[index as usize];
+                if let Some(deadline) = slot.deadline {
+                    earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
+                    if self.ordered {
+                        break;
+                    }
                 }
-                earliest = Some(earliest.map_or(deadline, |e: Instant| e.min(deadline)));
+                index = slot.next;
             }
-            index = slot.next;
         }
         earliest
     }
 
     /// Takes the first slot of a list out of it, sets its final `state` and returns its
     /// wake, or `None` if the list is empty.
-    fn pop_front(&mut self, waiters: bool, state: SlotState) -> Option<Option<Wake>> {
-        let index = self.list(waiters).head;
+    fn pop_front(&mut self, list: usize, state: SlotState) -> Option<Option<Wake>> {
+        let index = self.lists[list].head;
         if index == NIL {
             return None;
         }
-        self.unlink(waiters, index);
-        let slot = &mut self.slots[index as usize];
-        slot.state = state;
-        Some(slot.wake.take())
+        Some(self.end(index, state))
     }
 
-    /// The request of the oldest queued waiter. The waiter list must not be empty.
-    fn head_need(&self) -> u32 {
-        debug_assert!(self.waiters.head != NIL);
-        self.slots[self.waiters.head as usize].need
+    /// Takes the first queued waiter of any class out, as [`pop_front`](Self::pop_front).
+    fn pop_any(&mut self, state: SlotState) -> Option<Option<Wake>> {
+        (0..DRAINERS).find_map(|list| self.pop_front(list, state))
+    }
+
+    /// Adaptive LIFO, at `now`: samples the age of the oldest waiter (does the queue stand?)
+    /// and, while it stands, takes out the first waiter older than the target (`Evicted`),
+    /// returning its wake. `None` when nobody is to be evicted (or the order is not
+    /// adaptive).
+    fn age(&mut self, now: Instant, clock: &Clock) -> Option<Option<Wake>> {
+        let QueueOrder::AdaptiveLifo { target, interval } = self.order else { return None };
+        let older_than = |since: Option<Instant>| {
+            since.is_some_and(|since| since < now && clock.between(since, now) > target)
+        };
+        let mut oldest_aged = NIL;
+        for list in &self.lists[..DRAINERS] {
+            if list.head != NIL && older_than(self.slots[list.head as usize].since) {
+                oldest_aged = list.head;
+                break;
+            }
+        }
+        if oldest_aged == NIL {
+            self.above_since = None;
+            return None;
+        }
+        if !self.standing {
+            let since = *self.above_since.get_or_insert(now);
+            if since < now && clock.between(since, now) >= interval {
+                self.standing = true;
+            } else {
+                return None;
+            }
+        }
+        Some(self.end(oldest_aged, SlotState::Evicted))
     }
 
     /// The outcome if the wait in `key`'s slot ended (the slot is then freed), `None` while
@@ -689,6 +830,9 @@ pub(crate) enum Enqueued {
     Queued(WaitKey),
     /// The caller asked for more permits than the limit; it was not queued.
     ExceedsLimit,
+    /// Queued, then refused at once by the drain that followed (adaptive LIFO aging it, which
+    /// needs a target below the clock's resolution): no permit.
+    Evicted,
     /// The queue is at its cap; the caller was not queued.
     TooManyWaiting,
     /// The semaphore is closed; the caller was not queued.
@@ -705,6 +849,8 @@ pub(crate) struct Semaphore {
     list: Arc<Waitlist>,
     /// The clock deadlines are measured on (the model clock under loom and shuttle).
     pub(crate) clock: Clock,
+    /// `Queue::headroom`, mirrored for the sheddable fast path.
+    headroom: AtomicUsize,
 }
 
 /// The queue and what the deadline timer needs beside it, behind an `Arc` so the timer can
@@ -783,6 +929,7 @@ impl Semaphore {
                 waiting: AtomicUsize::new(0),
             }),
             clock: Clock::new(),
+            headroom: AtomicUsize::new(0),
         }
     }
 
@@ -851,11 +998,18 @@ impl Semaphore {
     /// [`try_acquire`](Self::try_acquire), all or nothing. A rejection is one atomic load.
     #[inline]
     pub(crate) fn try_acquire_many(&self, n: u32) -> Result<Word, Word> {
+        self.take_if(n, |word| word.admits_newcomer_many(n))
+    }
+
+    /// Takes `n` permits in one CAS if `admits` says the word allows it; otherwise returns
+    /// the word seen. A refusal is one load; a CAS that lost a race retries on the new word.
+    #[inline(always)]
+    fn take_if(&self, n: u32, admits: impl Fn(Word) -> bool) -> Result<Word, Word> {
         // Ordering: Relaxed — a rejection consumes nothing; a success is decided (and
         // acquires) by the CAS below.
         let mut word = Word(self.state.load(Ordering::Relaxed));
         loop {
-            if !word.admits_newcomer_many(n) {
+            if !admits(word) {
                 return Err(word);
             }
             // Ordering: Acquire on success — pairs with the Release `fetch_add`s of the
@@ -910,6 +1064,8 @@ impl Semaphore {
     /// call in flight, completes the drain waiters. Returns `true` if it stopped because
     /// `wakes` is full, with work left.
     fn drain(&self, queue: &mut Queue, wakes: &mut WakeList) -> bool {
+        // Adaptive LIFO ages its waiters on this clock reading; the other orders read none.
+        let now = queue.order.is_adaptive().then(|| self.clock.now());
         loop {
             if queue.live == 0 {
                 // `close` sets CLOSED under this lock, so this load sees it if it happened.
@@ -922,18 +1078,32 @@ impl Semaphore {
                     return false;
                 }
                 while !wakes.is_full() {
-                    match queue.pop_front(false, SlotState::Drained) {
+                    match queue.pop_front(DRAINERS, SlotState::Drained) {
                         Some(wake) => wakes.push(wake),
                         None => return false,
                     }
                 }
-                return queue.drainers.head != NIL;
+                return queue.lists[DRAINERS].head != NIL;
             }
             if wakes.is_full() {
                 return true;
             }
-            // The head's whole request, granted at once or not at all (see the module docs).
-            let need = queue.head_need();
+            if let Some(now) = now {
+                if let Some(wake) = queue.age(now, &self.clock) {
+                    // A standing queue refuses a waiter past the target before serving.
+                    self.list.publish_waiting(queue);
+                    wakes.push(wake);
+                    continue;
+                }
+            }
+            // The next waiter's whole request, granted at once or not at all (see the module
+            // docs); a sheddable one also leaves the headroom free.
+            let next = queue.next();
+            let (need, class) = {
+                let slot = &queue.slots[next as usize];
+                (slot.need, slot.class)
+            };
+            let required = queue.required(need, class);
             // Ordering: Relaxed — only feeds the CAS below, which acquires.
             let mut word = Word(self.state.load(Ordering::Relaxed));
             let end = loop {
@@ -941,12 +1111,12 @@ impl Semaphore {
                     return false; // closed: `close` refuses every waiter left, none is granted
                 }
                 if word.exceeds_limit(need) {
-                    // A shrink left the head asking for more than the limit: refused, so it
-                    // does not hold the queue up until the limit grows back.
+                    // A shrink left the next waiter asking for more than the limit: refused,
+                    // so it does not hold the queue up until the limit grows back.
                     break SlotState::Refused;
                 }
-                if word.available() < i64::from(need) {
-                    return false; // FIFO: nobody behind the head is served before it
+                if word.available() < required {
+                    return false; // in order: nobody behind the next waiter is served first
                 }
                 // Ordering: Acquire on success — pairs with the Release `fetch_add` of the
                 // releases that freed these permits (pair 1). Relaxed on failure: retry only.
@@ -960,9 +1130,7 @@ impl Semaphore {
                     Err(actual) => word = Word(actual),
                 }
             };
-            let Some(wake) = queue.pop_front(true, end) else {
-                unreachable!("live > 0, so the waiter list is not empty");
-            };
+            let wake = queue.end(next, end);
             self.list.publish_waiting(queue);
             wakes.push(wake);
         }
@@ -976,25 +1144,67 @@ impl Semaphore {
         self.state.fetch_and(!WAITERS, Ordering::Relaxed);
     }
 
-    /// The slow acquire: under the lock, takes a free permit if nobody is queued, otherwise
-    /// queues the waiter woken by `wake` (unless `max_waiting` live waiters are already
-    /// queued, or closed). `deadline`, for a bounded async wait, is kept by the timer: when
-    /// it passes, the waiter is withdrawn and woken, and finds [`Outcome::TimedOut`].
+    /// Under the lock: takes `need` permits for a newcomer that may go before every queued
+    /// waiter (see `Queue::newcomer_first`), past the `WAITERS` flag, all or nothing,
+    /// leaving `required - need` free. Fails (with the word seen) when closed or too few are
+    /// free. The lock keeps the queue as the caller saw it; releases may only add permits
+    /// meanwhile, and fast paths take none while `WAITERS` is set.
+    fn take_first(&self, need: u32, required: i64) -> Result<Word, Word> {
+        self.take_if(need, |word| !word.is_closed() && word.available() >= required)
+    }
+
+    /// A non-waiting acquire of a caller that may take permits held back for queued waiters
+    /// it goes before (a critical caller, past lower classes): under the lock, takes `need`
+    /// permits if it is served before every queued waiter and they are free. Called when the
+    /// fast path found `WAITERS` set and `need` permits free.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn try_acquire_first(&self, need: u32, class: Criticality) -> Result<Word, Word> {
+        let queue = self.list.queue.lock();
+        if !queue.newcomer_first(class) {
+            return Err(self.load());
+        }
+        self.take_first(need, queue.required(need, class))
+    }
+
+    /// A non-waiting acquire of a sheddable caller: `need` permits if nobody is queued and
+    /// the headroom stays free after them. One load on a refusal.
+    #[inline]
+    pub(crate) fn try_acquire_sheddable(&self, need: u32) -> Result<Word, Word> {
+        // Ordering: Relaxed — a setting, written under the queue lock by `set_policy`; a
+        // caller racing a change may use the old or the new headroom.
+        let required = i64::from(need) + self.headroom.load(Ordering::Relaxed) as i64;
+        self.take_if(need, |word| word.0 & (WAITERS | CLOSED) == 0 && word.available() >= required)
+    }
+
+    /// The slow acquire: under the lock, takes `need` free permits if the caller goes before
+    /// everyone queued (see [`Criticality`] and [`QueueOrder`]), otherwise queues the waiter
+    /// woken by `wake` (unless the queue is full and the caller would not be served before
+    /// its last waiter, or closed). `deadline`, for a bounded async wait, is kept by the
+    /// timer: when it passes, the waiter is withdrawn and woken, and finds
+    /// [`Outcome::TimedOut`].
     ///
     /// `wake` is built by the caller before the lock is taken, and dropped after it is
-    /// released if the caller was not queued: no foreign code runs under the lock.
+    /// released if the caller was not queued: no foreign code runs under the lock. The wake
+    /// of a waiter evicted to make room is called after the lock is released.
     pub(crate) fn enqueue(
         &self,
         wake: Wake,
         max_waiting: Option<usize>,
         deadline: Option<Instant>,
         need: u32,
+        class: Criticality,
     ) -> Enqueued {
         debug_assert!(need >= 1);
         let mut queue = self.list.queue.lock();
-        match self.try_acquire_many(need) {
+        let taken = if queue.newcomer_first(class) {
+            self.take_first(need, queue.required(need, class))
+        } else {
+            Err(self.load())
+        };
+        match taken {
             Ok(_) => return unlock_then_drop(queue, wake, Enqueued::Acquired),
-            // `close` sets CLOSED under this lock, so the load in `try_acquire` sees it.
+            // `close` sets CLOSED under this lock, so this load sees it.
             Err(word) if word.is_closed() => {
                 return unlock_then_drop(queue, wake, Enqueued::Closed);
             }
@@ -1004,49 +1214,63 @@ impl Semaphore {
             }
             Err(_) => {}
         }
+        let mut evicted = WakeList::default();
         if max_waiting.is_some_and(|max| queue.live >= max) {
-            return unlock_then_drop(queue, wake, Enqueued::TooManyWaiting);
+            let last = queue.last_served();
+            if last == NIL || !queue.served_before(class, last) {
+                return unlock_then_drop(queue, wake, Enqueued::TooManyWaiting);
+            }
+            // Room for a newcomer served before the last waiter: that one is refused.
+            evicted.push(queue.end(last, SlotState::Evicted));
         }
         // Ordering: Relaxed — the flag publishes nothing by itself: a release that sees it
         // takes the lock we hold, which orders the queue. Being a read-modify-write, it is
         // totally ordered with every release's `fetch_add`: a release either comes before it
         // (its permit is in `available`, which the drain below finds) or sees the flag.
         let prev = Word(self.state.fetch_or(WAITERS, Ordering::Relaxed));
-        let key = queue.alloc(SlotState::Queued, wake, deadline, need);
+        let since = queue.order.is_adaptive().then(|| self.clock.now());
+        let key = queue.alloc(SlotState::Queued, wake, deadline, need, class, since);
         self.list.publish_waiting(&queue);
-        if prev.available() <= 0 {
+        if prev.available() <= 0 && !queue.order.is_adaptive() {
             // No permit was free when the flag went up (the read-modify-write saw the latest
             // word), and every release from now on sees the flag and drains. (With permits
-            // free but too few for the head, the drain below finds that and grants nobody.)
+            // free but too few for the next waiter, the drain below finds that and grants
+            // nobody.) Adaptive LIFO drains anyway, to age the queue.
             let arm = Waitlist::arm(&mut queue, deadline);
             drop(queue);
+            evicted.wake_all();
             self.list.schedule(arm);
             return Enqueued::Queued(key);
         }
+        // Still under the lock that queued us: only this drain can end our wait.
         let mut wakes = WakeList::default();
         let more = self.drain(&mut queue, &mut wakes);
-        let granted = queue.slot(key).state == SlotState::Granted;
-        // Our own wake, if the drain granted us: we are last in line, so it is the last one
-        // the drain collected. Dropped after unlocking, never called.
+        let state = queue.slot(key).state;
+        // Our own wake, if the drain ended our wait: it is the last one the drain collected.
+        // Dropped after unlocking, never called.
         let mut own = None;
-        if granted {
+        let ended = state.outcome();
+        if ended.is_some() {
             own = wakes.take_last();
             let freed = queue.free(key);
-            debug_assert!(freed.is_none(), "a granted slot's wake went to the drain");
+            debug_assert!(freed.is_none(), "an ended slot's wake went to the drain");
         }
-        let arm = if granted { None } else { Waitlist::arm(&mut queue, deadline) };
+        let arm = if ended.is_some() { None } else { Waitlist::arm(&mut queue, deadline) };
         if more {
             self.drain_and_wake(queue, &mut wakes);
         } else {
             drop(queue);
             wakes.wake_all();
         }
+        evicted.wake_all();
         drop(own);
         self.list.schedule(arm);
-        if granted {
-            Enqueued::Acquired
-        } else {
-            Enqueued::Queued(key)
+        match ended {
+            None => Enqueued::Queued(key),
+            Some(Outcome::Granted) => Enqueued::Acquired,
+            Some(Outcome::ExceedsLimit) => Enqueued::ExceedsLimit,
+            Some(Outcome::Evicted) => Enqueued::Evicted,
+            Some(other) => unreachable!("a drain does not end a new wait with {other:?}"),
         }
     }
 
@@ -1105,18 +1329,19 @@ impl Semaphore {
         let mut queue = self.list.queue.lock();
         let (outcome, owed) = match queue.slot(key).state {
             SlotState::Queued => {
-                let was_head = queue.waiters.head == key.index();
-                queue.unlink(true, key.index());
+                let was_next = queue.next() == key.index();
+                queue.unlink(key.index());
                 self.list.publish_waiting(&queue);
                 if queue.live == 0 && !self.load().is_closed() {
                     self.clear_waiters_flag();
                 }
-                // The head leaving: the new head may be served by the permits free (a
-                // weighted head held them back), or refused (above a shrunk limit).
-                (None, was_head && queue.live > 0)
+                // The next waiter leaving: the new next may be served by the permits free (a
+                // weighted or sheddable one held them back), or refused (above a shrunk
+                // limit).
+                (None, was_next && queue.live > 0)
             }
             SlotState::DrainWait => {
-                queue.unlink(false, key.index());
+                queue.unlink(key.index());
                 (None, false)
             }
             ended => (ended.outcome(), ended == SlotState::TimedOut),
@@ -1148,7 +1373,7 @@ impl Semaphore {
         let mut wakes = WakeList::default();
         loop {
             while !wakes.is_full() {
-                match queue.pop_front(true, SlotState::Closed) {
+                match queue.pop_any(SlotState::Closed) {
                     Some(wake) => wakes.push(wake),
                     None => break,
                 }
@@ -1178,7 +1403,7 @@ impl Semaphore {
         if word.is_closed() && word.in_flight() == 0 {
             return unlock_then_drop(queue, wake, None);
         }
-        Some(queue.alloc(SlotState::DrainWait, wake, None, 0))
+        Some(queue.alloc(SlotState::DrainWait, wake, None, 0, Criticality::Default, None))
     }
 
     /// Sets a new limit. Never waits for permits: growth adds free permits, which queued
@@ -1212,6 +1437,32 @@ impl Semaphore {
         // Growth serves queued waiters; a shrink may leave the head asking for more than the
         // new limit, which the drain refuses.
         new.has_waiters() && (new.available() > 0 || new.limit() < word.limit())
+    }
+
+    /// Sets the queue order and the sheddable headroom (≤ `MAX_PERMITS`). Returns `true`
+    /// when waiters are queued: the caller then calls
+    /// [`serve_waiters`](Self::serve_waiters) once it holds no lock of its own (a new order
+    /// or a smaller headroom may let the next waiter in).
+    #[must_use = "call `serve_waiters` when it returns true"]
+    pub(crate) fn set_policy(&self, order: QueueOrder, headroom: usize) -> bool {
+        let mut queue = self.list.queue.lock();
+        if queue.order != order {
+            queue.order = order;
+            queue.standing = false;
+            queue.above_since = None;
+            if order.is_adaptive() {
+                // Waiters queued before have no age: they count from now.
+                let now = self.clock.now();
+                for slot in &mut queue.slots {
+                    slot.since = Some(now);
+                }
+            }
+        }
+        queue.headroom = u32::try_from(headroom.min(MAX_PERMITS)).unwrap_or(u32::MAX);
+        // Ordering: Relaxed — a setting mirrored for the sheddable fast path; see
+        // `try_acquire_sheddable`.
+        self.headroom.store(headroom.min(MAX_PERMITS), Ordering::Relaxed);
+        queue.live > 0
     }
 
     /// Hands free permits to queued waiters and wakes them (after a limit was raised).
@@ -1284,23 +1535,25 @@ mod tests {
         let mut queue = Queue::new();
         let wake = || Wake::Task(futures_noop_waker());
         let keys: Vec<_> =
-            (0..100).map(|_| queue.alloc(SlotState::Queued, wake(), None, 1)).collect();
+            (0..100).map(|_| queue.alloc(SlotState::Queued, wake(), None, 1, DEF, None)).collect();
         assert_eq!((queue.live, queue.in_use), (100, 100));
         for key in &keys[..99] {
-            queue.unlink(true, key.index());
+            queue.unlink(key.index());
             drop(queue.free(*key));
         }
-        assert_eq!(queue.waiters.head, keys[99].index());
+        assert_eq!(queue.lists[DEF.index()].head, keys[99].index());
         assert!(queue.slots.capacity() >= 100, "the last waiter keeps the slab");
-        let again = queue.alloc(SlotState::Queued, wake(), None, 1);
+        let again = queue.alloc(SlotState::Queued, wake(), None, 1, DEF, None);
         assert!(again.index() < 99, "a freed slot is reused");
         assert_ne!(again, keys[again.index() as usize], "with a new generation");
         for key in [keys[99], again] {
-            queue.unlink(true, key.index());
+            queue.unlink(key.index());
             drop(queue.free(key));
         }
         assert_eq!((queue.live, queue.in_use, queue.slots.capacity()), (0, 0, 0));
     }
+
+    const DEF: Criticality = Criticality::Default;
 
     fn futures_noop_waker() -> Waker {
         struct Noop;

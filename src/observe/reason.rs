@@ -35,18 +35,25 @@ pub enum RejectReason {
     /// it; or, while it waited, a shrink put the limit below its request when it was at the
     /// head of the queue.
     ExceedsLimit,
+    /// The caller was queued and the queue refused it while it waited (see
+    /// [`QueueOrder`](crate::QueueOrder) and [`Criticality`](crate::Criticality)): a full
+    /// queue made room for a newcomer served before it (LIFO: the oldest waiter; any order:
+    /// a waiter of a lower class), or, under adaptive LIFO, the queue stood and it was older
+    /// than the target.
+    Evicted,
 }
 
 impl RejectReason {
     /// Every reason, in declaration order: `ALL[r.index()] == r`. Per-reason counters are
     /// arrays of this length, so a new reason is one more entry here (and its label below).
-    pub(crate) const ALL: [RejectReason; 6] = [
+    pub(crate) const ALL: [RejectReason; 7] = [
         RejectReason::Full,
         RejectReason::WaitTimedOut,
         RejectReason::TooManyWaiting,
         RejectReason::Closed,
         RejectReason::TooManyKeys,
         RejectReason::ExceedsLimit,
+        RejectReason::Evicted,
     ];
 
     /// The position of this reason in [`ALL`](Self::ALL).
@@ -66,6 +73,7 @@ impl RejectReason {
     /// assert_eq!(RejectReason::Closed.label(), "closed");
     /// assert_eq!(RejectReason::TooManyKeys.label(), "too_many_keys");
     /// assert_eq!(RejectReason::ExceedsLimit.label(), "exceeds_limit");
+    /// assert_eq!(RejectReason::Evicted.label(), "evicted");
     /// ```
     pub const fn label(self) -> &'static str {
         match self {
@@ -75,6 +83,7 @@ impl RejectReason {
             RejectReason::Closed => "closed",
             RejectReason::TooManyKeys => "too_many_keys",
             RejectReason::ExceedsLimit => "exceeds_limit",
+            RejectReason::Evicted => "evicted",
         }
     }
 }
@@ -88,6 +97,7 @@ impl fmt::Display for RejectReason {
             RejectReason::Closed => "closed",
             RejectReason::TooManyKeys => "too many keys",
             RejectReason::ExceedsLimit => "request exceeds the limit",
+            RejectReason::Evicted => "evicted from the queue",
         })
     }
 }

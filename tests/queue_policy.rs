@@ -1,0 +1,399 @@
+//! Queue order (`QueueOrder`: FIFO, LIFO, adaptive LIFO) and criticality (`Criticality`,
+//! `sheddable_headroom`): who is served next, who is refused to make room, and what a
+//! critical caller may take.
+//!
+//! Ports, rewritten for our API: dotnet/runtime's `ConcurrencyLimiterTests` for
+//! `QueueProcessingOrder.NewestFirst` (newest served first; a full queue fails its *oldest*
+//! request to queue the newcomer; with OldestFirst the newcomer is refused), Netflix
+//! concurrency-limits' `LifoBlockingLimiterTest` (LIFO order of release; a backlog bounded
+//! by size) and the adaptive-LIFO-with-CoDel behaviour asked for in envoy #9606.
+//!
+//! Waiters are async futures polled by hand, so the order they queue in is the order of the
+//! polls, with no thread scheduling in the way.
+
+mod common;
+
+use std::sync::Arc;
+use std::task::Poll;
+use std::thread;
+use std::time::Duration;
+
+use bulkhead::{
+    Acquire, Bulkhead, BulkheadConfig, BulkheadFull, Criticality, Permit, QueueOrder, RejectReason,
+    Request,
+};
+use common::{poll_once, CountingWaker};
+
+fn config(limit: usize, order: QueueOrder) -> BulkheadConfig {
+    BulkheadConfig::builder()
+        .max_concurrent_calls(limit)
+        .max_wait_duration(Duration::from_secs(30))
+        .queue_order(order)
+        .build()
+        .unwrap()
+}
+
+fn headroom(limit: usize, headroom: usize) -> BulkheadConfig {
+    BulkheadConfig::builder()
+        .max_concurrent_calls(limit)
+        .max_wait_duration(Duration::from_secs(30))
+        .sheddable_headroom(headroom)
+        .build()
+        .unwrap()
+}
+
+fn capped(limit: usize, order: QueueOrder, waiting: usize) -> BulkheadConfig {
+    BulkheadConfig::builder()
+        .max_concurrent_calls(limit)
+        .max_wait_duration(Duration::from_secs(30))
+        .max_waiting_calls(waiting)
+        .queue_order(order)
+        .build()
+        .unwrap()
+}
+
+/// A queued waiter, polled by hand.
+struct Waiter<'a> {
+    fut: Acquire<'a>,
+    wakes: Arc<CountingWaker>,
+    waker: std::task::Waker,
+}
+
+impl<'a> Waiter<'a> {
+    /// Polls `fut` once and asserts it queued.
+    fn queue(fut: Acquire<'a>) -> Waiter<'a> {
+        let (wakes, waker) = CountingWaker::new();
+        let mut waiter = Waiter { fut, wakes, waker };
+        assert!(waiter.poll().is_none(), "expected to queue");
+        waiter
+    }
+
+    fn poll(&mut self) -> Option<Result<Permit<'a>, BulkheadFull>> {
+        match poll_once(&mut self.fut, &self.waker) {
+            Poll::Ready(done) => Some(done),
+            Poll::Pending => None,
+        }
+    }
+
+    /// The outcome, which must be ready, after a wake.
+    fn outcome(&mut self) -> Result<Permit<'a>, BulkheadFull> {
+        assert!(self.wakes.wakes() > 0, "a finished waiter is woken");
+        self.poll().expect("woken and finished")
+    }
+
+    fn reason(&mut self) -> RejectReason {
+        match self.outcome() {
+            Ok(_) => panic!("expected a refusal, got a permit"),
+            Err(err) => err.reason(),
+        }
+    }
+
+    fn pending(&mut self) -> bool {
+        self.poll().is_none()
+    }
+}
+
+#[test]
+fn fifo_serves_oldest_first() {
+    let bulkhead = Bulkhead::new("fifo", config(1, QueueOrder::Fifo));
+    let held = bulkhead.try_acquire().unwrap();
+    let mut a = Waiter::queue(bulkhead.acquire_async());
+    let mut b = Waiter::queue(bulkhead.acquire_async());
+    drop(held);
+    let permit = a.outcome().unwrap();
+    assert!(b.pending());
+    drop(permit);
+    assert!(b.outcome().is_ok());
+}
+
+#[test]
+fn lifo_serves_newest_first() {
+    let bulkhead = Bulkhead::new("lifo", config(1, QueueOrder::Lifo));
+    let held = bulkhead.try_acquire().unwrap();
+    let mut a = Waiter::queue(bulkhead.acquire_async());
+    let mut b = Waiter::queue(bulkhead.acquire_async());
+    let mut c = Waiter::queue(bulkhead.acquire_async());
+    drop(held);
+    let permit = c.outcome().unwrap();
+    assert!(a.pending() && b.pending());
+    drop(permit);
+    let permit = b.outcome().unwrap();
+    assert!(a.pending());
+    drop(permit);
+    drop(a.outcome().unwrap());
+    assert_eq!(bulkhead.metrics().available_concurrent_calls(), 1);
+}
+
+#[test]
+fn lifo_full_queue_evicts_its_oldest_waiter() {
+    // dotnet: QueueProcessingOrder.NewestFirst, queue full: the oldest request fails.
+    let bulkhead = Bulkhead::new("lifo", capped(1, QueueOrder::Lifo, 2));
+    let held = bulkhead.try_acquire().unwrap();
+    let mut a = Waiter::queue(bulkhead.acquire_async());
+    let mut b = Waiter::queue(bulkhead.acquire_async());
+    let mut c = Waiter::queue(bulkhead.acquire_async());
+    assert_eq!(a.reason(), RejectReason::Evicted);
+    assert_eq!(bulkhead.metrics().waiting_calls(), 2);
+    drop(held);
+    drop(c.outcome().unwrap());
+    drop(b.outcome().unwrap());
+    assert_eq!(bulkhead.metrics().available_concurrent_calls(), 1);
+    assert_eq!(bulkhead.metrics().waiting_calls(), 0);
+}
+
+#[test]
+fn fifo_full_queue_refuses_the_newcomer() {
+    // dotnet: QueueProcessingOrder.OldestFirst, queue full: the new request fails.
+    let bulkhead = Bulkhead::new("fifo", capped(1, QueueOrder::Fifo, 1));
+    let held = bulkhead.try_acquire().unwrap();
+    let mut a = Waiter::queue(bulkhead.acquire_async());
+    let mut b = bulkhead.acquire_async();
+    let (_, waker) = CountingWaker::new();
+    match poll_once(&mut b, &waker) {
+        Poll::Ready(Err(err)) => assert_eq!(err.reason(), RejectReason::TooManyWaiting),
+        other => panic!("expected TooManyWaiting, got {other:?}"),
+    }
+    drop(held);
+    assert!(a.outcome().is_ok());
+}
+
+#[test]
+fn a_zero_waiter_cap_refuses_every_order() {
+    for order in [QueueOrder::Fifo, QueueOrder::Lifo] {
+        let bulkhead = Bulkhead::new("none", capped(1, order, 0));
+        let _held = bulkhead.try_acquire().unwrap();
+        let err = bulkhead.acquire().unwrap_err();
+        assert_eq!(err.reason(), RejectReason::TooManyWaiting, "{order}");
+    }
+}
+
+#[test]
+fn lifo_blocking_waiters_all_finish_and_nothing_is_lost() {
+    // Netflix LifoBlockingLimiterTest: many blocked callers, all eventually served.
+    let bulkhead = Arc::new(Bulkhead::new("lifo", config(2, QueueOrder::Lifo)));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let bulkhead = Arc::clone(&bulkhead);
+            thread::spawn(move || {
+                for _ in 0..200 {
+                    let permit = bulkhead.acquire().expect("30 s is plenty");
+                    std::hint::black_box(&permit);
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        common::join_guarded(thread);
+    }
+    common::assert_quiescent(&bulkhead, 2);
+}
+
+#[test]
+fn critical_waiters_are_served_before_earlier_default_and_sheddable_ones() {
+    for order in [QueueOrder::Fifo, QueueOrder::Lifo] {
+        let bulkhead = Bulkhead::new("classes", config(1, order));
+        let held = bulkhead.try_acquire().unwrap();
+        let mut shed = Waiter::queue(bulkhead.acquire_many_async(Criticality::Sheddable));
+        let mut plain = Waiter::queue(bulkhead.acquire_async());
+        let mut critical = Waiter::queue(bulkhead.acquire_many_async(Criticality::Critical));
+        drop(held);
+        let permit = critical.outcome().unwrap();
+        assert!(plain.pending() && shed.pending(), "{order}");
+        drop(permit);
+        let permit = plain.outcome().unwrap();
+        assert!(shed.pending(), "{order}");
+        drop(permit);
+        drop(shed.outcome().unwrap());
+    }
+}
+
+#[test]
+fn a_full_queue_evicts_a_lower_class_for_a_higher_one() {
+    let bulkhead = Bulkhead::new("evict", capped(1, QueueOrder::Fifo, 2));
+    let held = bulkhead.try_acquire().unwrap();
+    let mut shed = Waiter::queue(bulkhead.acquire_many_async(Criticality::Sheddable));
+    let mut plain = Waiter::queue(bulkhead.acquire_async());
+    // A sheddable newcomer is served after everyone: refused.
+    let err = bulkhead.acquire_many(Criticality::Sheddable).unwrap_err();
+    assert_eq!(err.reason(), RejectReason::TooManyWaiting);
+    // A critical one evicts the sheddable waiter.
+    let mut critical = Waiter::queue(bulkhead.acquire_many_async(Criticality::Critical));
+    assert_eq!(shed.reason(), RejectReason::Evicted);
+    // A second critical one evicts the default waiter.
+    let mut critical2 = Waiter::queue(bulkhead.acquire_many_async(Criticality::Critical));
+    assert_eq!(plain.reason(), RejectReason::Evicted);
+    // A third finds only critical waiters ahead of it: refused.
+    let err = bulkhead.acquire_many(Criticality::Critical).unwrap_err();
+    assert_eq!(err.reason(), RejectReason::TooManyWaiting);
+    drop(held);
+    drop(critical.outcome().unwrap());
+    drop(critical2.outcome().unwrap());
+    common::assert_quiescent(&bulkhead, 1);
+}
+
+#[test]
+fn sheddable_calls_leave_the_headroom_free() {
+    let bulkhead = Bulkhead::new("headroom", headroom(4, 2));
+    let a = bulkhead.try_acquire_many(Criticality::Sheddable).unwrap();
+    let b = bulkhead.try_acquire_many(Criticality::Sheddable).unwrap();
+    let err = bulkhead.try_acquire_many(Criticality::Sheddable).unwrap_err();
+    assert_eq!(err.reason(), RejectReason::Full);
+    // A sheddable waiter queues for the headroom...
+    let mut shed = Waiter::queue(bulkhead.acquire_many_async(Criticality::Sheddable));
+    // ...and a critical try takes a held-back permit past it.
+    let c = bulkhead.try_acquire_many(Criticality::Critical).unwrap();
+    // A default waiting acquire goes before the sheddable waiter too.
+    let d = bulkhead.acquire().unwrap();
+    assert_eq!(bulkhead.metrics().available_concurrent_calls(), 0);
+    drop((c, d));
+    // 2 free = the headroom: the sheddable waiter still waits.
+    assert!(shed.pending());
+    drop(a);
+    drop(shed.outcome().unwrap());
+    drop(b);
+    common::assert_quiescent(&bulkhead, 4);
+}
+
+#[test]
+fn a_default_try_acquire_does_not_barge_past_a_sheddable_waiter() {
+    let bulkhead = Bulkhead::new("headroom", headroom(2, 1));
+    let a = bulkhead.try_acquire().unwrap();
+    let mut shed = Waiter::queue(bulkhead.acquire_many_async(Criticality::Sheddable));
+    // One permit free, held back from the sheddable waiter: a plain try refuses (it never
+    // overtakes a waiter), a critical try takes it.
+    assert_eq!(bulkhead.try_acquire().unwrap_err().reason(), RejectReason::Full);
+    let c = bulkhead.try_acquire_many(Criticality::Critical).unwrap();
+    drop((a, c));
+    drop(shed.outcome().unwrap());
+    common::assert_quiescent(&bulkhead, 2);
+}
+
+#[test]
+fn headroom_above_the_limit_is_a_config_error() {
+    let err = BulkheadConfig::builder()
+        .max_concurrent_calls(3)
+        .sheddable_headroom(4)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.key(), "sheddable_headroom");
+    assert_eq!(err.value(), "4");
+    let err = BulkheadConfig::builder()
+        .queue_order(QueueOrder::AdaptiveLifo { target: Duration::ZERO, interval: Duration::MAX })
+        .build()
+        .unwrap_err();
+    assert_eq!(err.key(), "queue_order");
+    assert!(err.to_string().contains("target 0ns"), "{err}");
+}
+
+#[test]
+fn change_config_switches_the_order_of_queued_waiters() {
+    let bulkhead = Bulkhead::new("switch", config(1, QueueOrder::Fifo));
+    let held = bulkhead.try_acquire().unwrap();
+    let mut a = Waiter::queue(bulkhead.acquire_async());
+    let mut b = Waiter::queue(bulkhead.acquire_async());
+    bulkhead.change_config(config(1, QueueOrder::Lifo));
+    assert_eq!(bulkhead.config().queue_order(), QueueOrder::Lifo);
+    drop(held);
+    let permit = b.outcome().unwrap();
+    assert!(a.pending());
+    drop(permit);
+    drop(a.outcome().unwrap());
+}
+
+#[test]
+fn change_config_lowering_the_headroom_admits_a_sheddable_waiter() {
+    let bulkhead = Bulkhead::new("lower", headroom(2, 2));
+    let mut shed = Waiter::queue(bulkhead.acquire_many_async(Criticality::Sheddable));
+    bulkhead.change_config(headroom(2, 1));
+    drop(shed.outcome().unwrap());
+}
+
+#[test]
+fn weighted_requests_keep_their_class() {
+    let bulkhead = Bulkhead::new("weighted", config(3, QueueOrder::Fifo));
+    let mut held = bulkhead.try_acquire_many(3).unwrap();
+    let mut big = Waiter::queue(bulkhead.acquire_many_async(Request::permits(2)));
+    let mut small = Waiter::queue(
+        bulkhead.acquire_many_async(Request::permits(1).criticality(Criticality::Critical)),
+    );
+    let mut rest = held.split(1).unwrap();
+    drop(rest.split(1));
+    // One free: the critical waiter for 1 goes first, though it queued after the one for 2.
+    let critical = small.outcome().unwrap();
+    assert!(big.pending());
+    drop(critical);
+    drop(rest);
+    // One free, the waiter wants 2: it waits for the held permits.
+    assert!(big.pending());
+    drop(held);
+    assert_eq!(big.outcome().unwrap().num_permits(), 2);
+    common::assert_quiescent(&bulkhead, 3);
+}
+
+#[test]
+fn adaptive_lifo_is_fifo_until_the_queue_stands_then_evicts_waiters_past_the_target() {
+    // Generous margins: the test only sleeps, and sleeps only overshoot.
+    let target = Duration::from_millis(200);
+    let interval = Duration::from_millis(300);
+    let bulkhead = Bulkhead::new("codel", config(1, QueueOrder::AdaptiveLifo { target, interval }));
+
+    // A queue that drains in time stays FIFO.
+    let held = bulkhead.try_acquire().unwrap();
+    let mut a = Waiter::queue(bulkhead.acquire_async());
+    let mut b = Waiter::queue(bulkhead.acquire_async());
+    drop(held);
+    let permit = a.outcome().unwrap();
+    drop(permit);
+    let held = b.outcome().unwrap();
+
+    // A standing queue: waiters older than the target for a whole interval.
+    let mut old: Vec<_> = (0..3).map(|_| Waiter::queue(bulkhead.acquire_async())).collect();
+    thread::sleep(target + Duration::from_millis(50));
+    // Queuing samples the delay: the oldest is past the target (the interval starts now).
+    let mut later = Waiter::queue(bulkhead.acquire_async());
+    thread::sleep(interval + Duration::from_millis(50));
+    let mut fresh = Waiter::queue(bulkhead.acquire_async());
+    // That enqueue found the queue standing and refused everyone past the target.
+    for waiter in old.iter_mut().chain([&mut later]) {
+        assert_eq!(waiter.reason(), RejectReason::Evicted);
+    }
+    drop(held);
+    // The fresh waiter is served; the queue drained, so it is FIFO again.
+    let held = fresh.outcome().unwrap();
+    let mut c = Waiter::queue(bulkhead.acquire_async());
+    let mut d = Waiter::queue(bulkhead.acquire_async());
+    drop(held);
+    drop(c.outcome().unwrap());
+    drop(d.outcome().unwrap());
+    common::assert_quiescent(&bulkhead, 1);
+}
+
+#[test]
+fn an_evicted_blocking_waiter_reports_its_wait() {
+    let bulkhead = Arc::new(Bulkhead::new("lifo", capped(1, QueueOrder::Lifo, 1)));
+    let held = bulkhead.try_acquire().unwrap();
+    let waiter = {
+        let bulkhead = Arc::clone(&bulkhead);
+        thread::spawn(move || bulkhead.acquire().map(drop))
+    };
+    common::wait_for_waiters(&bulkhead, 1);
+    let mut newcomer = Waiter::queue(bulkhead.acquire_async());
+    let err = common::join_guarded(waiter).unwrap_err();
+    assert_eq!(err.reason(), RejectReason::Evicted);
+    assert!(err.to_string().contains("lifo"), "{err}");
+    drop(held);
+    drop(newcomer.outcome().unwrap());
+}
+
+#[test]
+fn evictions_are_counted_by_reason() {
+    let bulkhead = Bulkhead::new("counted", capped(1, QueueOrder::Lifo, 1));
+    bulkhead.enable_counters();
+    let held = bulkhead.try_acquire().unwrap();
+    let mut a = Waiter::queue(bulkhead.acquire_async());
+    let mut b = Waiter::queue(bulkhead.acquire_async());
+    assert_eq!(a.reason(), RejectReason::Evicted);
+    assert_eq!(bulkhead.metrics().calls_rejected(RejectReason::Evicted), 1);
+    drop(held);
+    drop(b.outcome().unwrap());
+}
