@@ -20,6 +20,7 @@ use crate::bulkhead::permit::Permit;
 use crate::bulkhead::request::Request;
 use crate::bulkhead::Bulkhead;
 use crate::engine::policy::Criticality;
+use crate::engine::state::MAX_PERMITS;
 use crate::engine::state::{Enqueued, Outcome, WaitKey, Wake};
 use crate::engine::sync::Instant;
 use crate::observe::reason::RejectReason;
@@ -63,11 +64,9 @@ struct Core {
     /// Whether the bulkhead's timer keeps the deadline (`acquire_async`), or a sleep of the
     /// caller's does (`acquire_async_with_sleep`).
     engine_timer: bool,
-    /// The permits asked for (`acquire_many_async`); 1 for the plain acquires.
-    permits: u32,
-    /// The class asked in (`acquire_many_async` with a `Request`); default for the plain
-    /// acquires.
-    class: Criticality,
+    /// What was asked for, packed (see [`Core::pack`]): exactly 1 for the plain acquires,
+    /// so their first poll tells them apart from a weighted or classed one in one compare.
+    request: u32,
 }
 
 impl Core {
@@ -78,16 +77,53 @@ impl Core {
             deadline: None,
             done: false,
             engine_timer,
-            permits: request.num_permits(),
-            class: request.class(),
+            request: Self::pack(request),
         }
     }
 
-    /// Whether this acquire asks for more than the plain one: other than 1 permit, or in
-    /// another class than the default.
+    /// One permit in the default class packs to 1. Otherwise: in the default class, the
+    /// permits, clamped to `MAX_PERMITS + 1` (2^30: any count above the engine's maximum is
+    /// refused as above the limit, whatever it was); in another class, the permits (1 to
+    /// `MAX_PERMITS`) in bits 0..=29 and the class in bits 30..=31, which makes the value
+    /// above 2^30. A request for none or for more than `MAX_PERMITS` ignores its class (it
+    /// is granted empty, or refused, whatever the class), so it packs as a default one.
+    const fn pack(request: Request) -> u32 {
+        const ABOVE: u32 = MAX_PERMITS as u32 + 1;
+        let permits = request.num_permits();
+        if permits == 0 || permits > MAX_PERMITS as u32 {
+            return if permits > ABOVE { ABOVE } else { permits };
+        }
+        let class: u32 = match request.class() {
+            Criticality::Default => 0,
+            Criticality::Critical => 1,
+            Criticality::Sheddable => 2,
+        };
+        permits | class << 30
+    }
+
+    /// The permits asked for.
+    #[inline]
+    fn permits(&self) -> u32 {
+        if self.request > 1 << 30 {
+            self.request & ((1 << 30) - 1)
+        } else {
+            self.request
+        }
+    }
+
+    /// The class asked in.
+    fn class(&self) -> Criticality {
+        match self.request {
+            r if r <= 1 << 30 => Criticality::Default,
+            r if r >> 30 == 1 => Criticality::Critical,
+            _ => Criticality::Sheddable,
+        }
+    }
+
+    /// Whether this is the plain acquire: one permit, default class.
     #[inline]
     fn is_plain(&self) -> bool {
-        self.permits == 1 && self.class == Criticality::Default
+        self.request == 1
     }
 
     /// Called on drop: a queued future leaves the queue; a permit granted to it but never
@@ -95,7 +131,7 @@ impl Core {
     #[inline]
     fn cancel(&mut self, bulkhead: &Bulkhead) {
         if let Some(key) = self.key {
-            Self::withdraw(key, bulkhead, self.permits);
+            Self::withdraw(key, bulkhead, self.permits());
         }
     }
 
@@ -110,7 +146,7 @@ impl Core {
         }
     }
 
-    #[inline]
+    #[inline(never)]
     fn poll<S: Future<Output = ()>>(
         &mut self,
         mut timer: Pin<&mut Timer<S>>,
@@ -157,8 +193,8 @@ impl Core {
     #[cold]
     #[inline(never)]
     fn first_poll_many(&mut self, bulkhead: &Bulkhead) -> Option<Poll<Result<Mark, BulkheadFull>>> {
-        let permits = self.permits;
-        let request = Request::permits(permits).criticality(self.class);
+        let permits = self.permits();
+        let request = Request::permits(permits).criticality(self.class());
         let word = match bulkhead.try_acquire_request(request) {
             Ok(word) => {
                 let mark = bulkhead.permitted(word);
@@ -261,8 +297,8 @@ impl Core {
             Wake::task(cx.waker()),
             bulkhead.max_waiting(),
             timed,
-            self.permits,
-            self.class,
+            self.permits(),
+            self.class(),
         ) {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {
@@ -276,7 +312,7 @@ impl Core {
             }
             Enqueued::Closed => return Some(self.done_with(Err(bulkhead.refuse(sem.load())))),
             Enqueued::ExceedsLimit => {
-                let err = bulkhead.refuse_many(sem.load(), self.permits);
+                let err = bulkhead.refuse_many(sem.load(), self.permits());
                 return Some(self.done_with(Err(err)));
             }
             Enqueued::Evicted => {
@@ -404,7 +440,7 @@ impl<'a> Future for Acquire<'a> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let bulkhead: &'a Bulkhead = this.bulkhead;
-        let permits = this.core.permits;
+        let permits = this.core.permits();
         this.core
             .poll(this.timer, bulkhead, cx, engine_timer)
             .map(|r| r.map(|mark| Permit::with_permits(bulkhead, permits, mark)))
@@ -522,7 +558,7 @@ impl Future for AcquireOwned {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let bulkhead = this.bulkhead;
-        let permits = this.core.permits;
+        let permits = this.core.permits();
         this.core
             .poll(this.timer, bulkhead, cx, engine_timer)
             .map(|r| r.map(|mark| OwnedPermit::with_permits(Arc::clone(bulkhead), permits, mark)))
