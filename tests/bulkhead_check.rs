@@ -75,13 +75,23 @@ fn clean_file_prints_effective_configs_and_exits_0() {
             "max-concurrent-calls",
             "max-wait-duration",
             "max-waiting-calls",
+            "queue-order",
+            "sheddable-headroom",
             "base",
             "config"
         ]
     );
-    assert_eq!(row("bank"), ["bank", "16", "100ms", "no", "cap", "default"]);
-    assert_eq!(row("payment-gateway"), ["payment-gateway", "8", "0", "0", "default"]);
-    assert_eq!(row("reports"), ["reports", "2", "50ms", "no", "cap", "default"]);
+    assert_eq!(row("bank"), ["bank", "16", "100ms", "no", "cap", "fifo", "4", "default"]);
+    assert_eq!(row("payment-gateway"), ["payment-gateway", "8", "0", "0", "fifo", "0", "default"]);
+    assert_eq!(
+        row("reports"),
+        ["reports", "2", "50ms", "no", "cap", "adaptive-lifo", "0", "default"]
+    );
+    // Adaptive LIFO's target and interval, under their own heading.
+    assert!(
+        text.contains("adaptive-lifo:\n  reports: queue-target 10ms, queue-interval 100ms\n"),
+        "{text}"
+    );
     assert!(
         text.contains(
             "examples/application.yml: 3 instance(s), 0 error(s), 0 warning(s), 0 ignored"
