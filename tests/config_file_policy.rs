@@ -406,25 +406,56 @@ fn headroom_above_the_limit_is_checked_after_inheritance() {
 resilience4j.bulkhead:
   configs:
     shared: { sheddable-headroom: 4 }
+    low: { max-concurrent-calls: 3 }
   instances:
     big: { base-config: shared, max-concurrent-calls: 16 }
     small: { base-config: shared, max-concurrent-calls: 2 }
+    tiny: { base-config: shared, max-concurrent-calls: 1 }
 ";
+    // Each entry that lowers the limit under an inherited headroom is named at its limit.
     let errors = errors_of_yaml(text);
-    assert_eq!(errors.len(), 1, "{errors:?}");
-    assert_eq!(errors[0].key(), "resilience4j.bulkhead.configs.shared.sheddable-headroom");
-    assert_eq!(errors[0].value(), "4");
+    let shown: Vec<(&str, &str, &str)> =
+        errors.iter().map(|e| (e.key(), e.value(), e.problem())).collect();
+    let below = "is below sheddable-headroom (4, from \
+                 resilience4j.bulkhead.configs.shared.sheddable-headroom): no sheddable call \
+                 could ever run";
     assert_eq!(
-        errors[0].problem(),
-        "is above max-concurrent-calls (2, from \
-         resilience4j.bulkhead.instances.small.max-concurrent-calls) of \
-         resilience4j.bulkhead.instances.small: no sheddable call could ever run"
+        shown,
+        [
+            ("resilience4j.bulkhead.instances.small.max-concurrent-calls", "2", below),
+            ("resilience4j.bulkhead.instances.tiny.max-concurrent-calls", "1", below),
+        ]
+    );
+    // Neither written in the entry: named at the headroom, with the entry (and the config
+    // that lowers the limit, at its limit).
+    let errors = errors_of_yaml(
+        "
+resilience4j.bulkhead:
+  configs:
+    shared: { sheddable-headroom: 4 }
+    low: { base-config: shared, max-concurrent-calls: 3 }
+  instances.via-low: { base-config: low, max-wait-duration: 0 }
+",
+    );
+    let shown: Vec<(&str, &str)> = errors.iter().map(|e| (e.key(), e.value())).collect();
+    assert_eq!(
+        shown,
+        [
+            ("resilience4j.bulkhead.configs.low.max-concurrent-calls", "3"),
+            ("resilience4j.bulkhead.configs.shared.sheddable-headroom", "4"),
+        ]
+    );
+    assert_eq!(
+        errors[1].problem(),
+        "is above max-concurrent-calls (3, from \
+         resilience4j.bulkhead.configs.low.max-concurrent-calls) of \
+         resilience4j.bulkhead.instances.via-low: no sheddable call could ever run"
     );
     // Leniently, the good entries still resolve and the bad one is left out.
     let report = Report::parse(text, Format::Yaml).unwrap();
     let names: Vec<&str> = report.file().instances().iter().map(|i| i.name()).collect();
     assert_eq!(names, ["big"]);
-    assert_eq!(report.errors().len(), 1);
+    assert_eq!(report.errors().len(), 2);
     assert!(report.has_errors());
     // A limit inherited, a headroom written in the entry.
     let (key, value, problem) = one_error(&format!(

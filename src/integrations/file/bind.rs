@@ -814,21 +814,34 @@ impl Binder {
                 self.error(at.path.clone(), duration::format(at.value), problem);
             }
         }
-        if let Some(At { value: h, path }) = &headroom {
+        if let Some(At { value: h, path: h_path }) = &headroom {
             if *h > calls {
-                let from = mcc
-                    .as_ref()
-                    .map_or_else(|| ", the default".to_owned(), |a| format!(", from {}", a.path));
-                let entry = if path.starts_with(&format!("{}.", decl.path)) {
-                    String::new()
-                } else {
-                    format!(" of {}", decl.path)
+                // At the key this entry writes: the headroom, else its own limit (so each
+                // entry that lowers the limit under an inherited headroom is named).
+                let never = "no sheddable call could ever run";
+                let (key, value, problem) = match (&decl.sheddable_headroom, &mcc) {
+                    (None, Some(limit)) if decl.max_concurrent_calls.is_some() => (
+                        limit.path.clone(),
+                        calls.to_string(),
+                        format!("is below sheddable-headroom ({h}, from {h_path}): {never}"),
+                    ),
+                    _ => {
+                        let from = mcc.as_ref().map_or_else(
+                            || ", the default".to_owned(),
+                            |a| format!(", from {}", a.path),
+                        );
+                        let entry = if decl.sheddable_headroom.is_some() {
+                            String::new()
+                        } else {
+                            format!(" of {}", decl.path)
+                        };
+                        let problem = format!(
+                            "is above max-concurrent-calls ({calls}{from}){entry}: {never}"
+                        );
+                        (h_path.clone(), h.to_string(), problem)
+                    }
                 };
-                let problem = format!(
-                    "is above max-concurrent-calls ({calls}{from}){entry}: no sheddable call \
-                     could ever run"
-                );
-                self.error(path.clone(), h.to_string(), problem);
+                self.error(key, value, problem);
                 return None;
             }
         }

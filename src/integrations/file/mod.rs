@@ -83,9 +83,10 @@
 //!   error. An entry that inherits them and writes another `queue-order` itself drops them,
 //!   without an error.
 //! - `sheddable-headroom`: the permits [`Criticality::Sheddable`] calls must leave free
-//!   ([`BulkheadConfigBuilder::sheddable_headroom`]), a whole number; above the entry's
-//!   `max-concurrent-calls` (once both are inherited) it is an error naming where each was
-//!   written.
+//!   ([`BulkheadConfigBuilder::sheddable_headroom`]), a whole number. Above the entry's
+//!   `max-concurrent-calls` (once both are inherited) it is an error at the key the entry
+//!   writes (the headroom, else its limit), naming where the other was written: an entry
+//!   lowering its limit under an inherited headroom is named, every one.
 //! - A `queue-order` other than `fifo` on an instance with `max-waiting-calls: 0` is a
 //!   [`Warning`]: nobody ever queues there.
 //!
