@@ -75,13 +75,23 @@ fn clean_file_prints_effective_configs_and_exits_0() {
             "max-concurrent-calls",
             "max-wait-duration",
             "max-waiting-calls",
+            "queue-order",
+            "sheddable-headroom",
             "base",
             "config"
         ]
     );
-    assert_eq!(row("bank"), ["bank", "16", "100ms", "no", "cap", "default"]);
-    assert_eq!(row("payment-gateway"), ["payment-gateway", "8", "0", "0", "default"]);
-    assert_eq!(row("reports"), ["reports", "2", "50ms", "no", "cap", "default"]);
+    assert_eq!(row("bank"), ["bank", "16", "100ms", "no", "cap", "fifo", "4", "default"]);
+    assert_eq!(row("payment-gateway"), ["payment-gateway", "8", "0", "0", "fifo", "0", "default"]);
+    assert_eq!(
+        row("reports"),
+        ["reports", "2", "50ms", "no", "cap", "adaptive-lifo", "0", "default"]
+    );
+    // Adaptive LIFO's target and interval, under their own heading.
+    assert!(
+        text.contains("adaptive-lifo:\n  reports: queue-target 10ms, queue-interval 100ms\n"),
+        "{text}"
+    );
     assert!(
         text.contains(
             "examples/application.yml: 3 instance(s), 0 error(s), 0 warning(s), 0 ignored"
@@ -148,6 +158,72 @@ fn errors_exit_1_and_name_path_and_value() {
         "{text}"
     );
     assert!(text.contains("8 error(s), 0 warning(s)"), "{text}");
+}
+
+#[test]
+fn queue_order_and_headroom_are_printed_and_checked() {
+    // Issue 20: the new keys, their defaults made visible, their errors and warning.
+    let file = TempFile::new(
+        "app.yml",
+        "
+resilience4j.bulkhead:
+  configs:
+    codel: { queue-order: adaptive-lifo, queue-interval: 200ms }
+  instances:
+    search: { base-config: codel, max-concurrent-calls: 16, sheddable-headroom: 4 }
+    newest: { queue-order: lifo, max-wait-duration: 50ms, max-waiting-calls: 0 }
+",
+    );
+    let out = run(&[file.path()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let row = |name: &str| -> Vec<String> {
+        let line = text.lines().find(|l| l.split_whitespace().next() == Some(name)).unwrap();
+        line.split_whitespace().map(str::to_owned).collect()
+    };
+    assert_eq!(row("search"), ["search", "16", "0", "no", "cap", "adaptive-lifo", "4", "codel"]);
+    assert_eq!(row("newest"), ["newest", "25", "50ms", "0", "lifo", "0", "(built-in", "defaults)"]);
+    assert!(
+        text.contains(
+            "adaptive-lifo:\n  search: queue-target 10ms (default), queue-interval 200ms\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "  warning[config] resilience4j.bulkhead.instances.newest.queue-order: lifo has no \
+             effect on the bulkhead 'newest': max-waiting-calls is 0, so no call ever queues\n"
+        ),
+        "{text}"
+    );
+    assert_eq!(counts(&text), ("0".to_owned(), "1".to_owned()), "{text}");
+
+    let file = TempFile::new(
+        "app.toml",
+        r#"
+[resilience4j.bulkhead.instances.search]
+max-concurrent-calls = 2
+queue-order = "lifoo"
+queue-target = "0ms"
+sheddable-headroom = 3
+"#,
+    );
+    let out = run(&[file.path()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for line in [
+        "  error[config] resilience4j.bulkhead.instances.search.queue-order: \"lifoo\" is not a \
+         queue order: write fifo, lifo or adaptive-lifo (did you mean lifo?)",
+        "  error[config] resilience4j.bulkhead.instances.search.queue-target: \"0ms\" is zero: \
+         adaptive LIFO needs a target and an interval above zero",
+        "  error[config] resilience4j.bulkhead.instances.search.sheddable-headroom: 3 is above \
+         max-concurrent-calls (2, from \
+         resilience4j.bulkhead.instances.search.max-concurrent-calls): no sheddable call could \
+         ever run",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+    }
+    assert_eq!(counts(&text).0, "3", "{text}");
 }
 
 #[test]

@@ -14,6 +14,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use bulkhead::file::{format_duration, FileError, Format, Loader, Report, Severity};
+use bulkhead::QueueOrder;
 
 const USAGE: &str = "\
 usage: bulkhead-check [--format yaml|toml] [--deny-warnings] [--allow-missing-section] FILE...
@@ -136,6 +137,8 @@ fn print_report(
             "max-concurrent-calls",
             "max-wait-duration",
             "max-waiting-calls",
+            "queue-order",
+            "sheddable-headroom",
             "base config",
         ]
         .map(str::to_owned)
@@ -147,6 +150,8 @@ fn print_report(
                 c.max_concurrent_calls().to_string(),
                 format_duration(c.max_wait_duration()),
                 c.max_waiting_calls().map_or_else(|| "no cap".to_owned(), |n| n.to_string()),
+                c.queue_order().label().to_owned(),
+                c.sheddable_headroom().to_string(),
                 if i.base_chain().is_empty() {
                     "(built-in defaults)".to_owned()
                 } else {
@@ -155,6 +160,31 @@ fn print_report(
             ]);
         }
         write!(out, "{}", table(&rows))?;
+        // Adaptive LIFO's target and interval, and whether the file wrote them.
+        let lifo: Vec<_> = file
+            .instances()
+            .iter()
+            .filter_map(|i| match i.config().queue_order() {
+                QueueOrder::AdaptiveLifo { target, interval } => Some((i, target, interval)),
+                _ => None,
+            })
+            .collect();
+        if !lifo.is_empty() {
+            writeln!(out, "adaptive-lifo:")?;
+            for (i, target, interval) in lifo {
+                let shown = |d, key| {
+                    let default = if i.origin(key).is_none() { " (default)" } else { "" };
+                    format!("{key} {}{default}", format_duration(d))
+                };
+                writeln!(
+                    out,
+                    "  {}: {}, {}",
+                    i.name(),
+                    shown(target, "queue-target"),
+                    shown(interval, "queue-interval")
+                )?;
+            }
+        }
         // Our extension of the layout: instances with an `adaptive:` block.
         let adaptive: Vec<_> =
             file.instances().iter().filter_map(|i| i.adaptive().map(|a| (i, a))).collect();

@@ -7,10 +7,11 @@ use super::duration::{self, DurationError};
 use super::tree::{self, render_path, Leaf, Seg, Value};
 use super::{
     AdaptiveAlgorithm, AdaptiveSettings, ConfigFile, Facts, FileError, Format, Ignored, Instance,
-    NamedConfig, Origins, Warning,
+    NamedConfig, Origins, Warning, DEFAULT_QUEUE_INTERVAL, DEFAULT_QUEUE_TARGET,
 };
 use crate::bulkhead::config::BulkheadConfig;
 use crate::bulkhead::config::ConfigError;
+use crate::engine::policy::QueueOrder;
 
 /// The settings a bulkhead entry takes, by relaxed name, with the name we print.
 const SETTINGS: &[(&str, &str)] = &[
@@ -22,7 +23,15 @@ const SETTINGS: &[(&str, &str)] = &[
     ("writablestacktraceenabled", "writable-stack-trace-enabled"),
     ("eventconsumerbuffersize", "event-consumer-buffer-size"),
     ("faircallhandlingenabled", "fair-call-handling-enabled"),
+    ("queueorder", "queue-order"),
+    ("queuetarget", "queue-target"),
+    ("queueinterval", "queue-interval"),
+    ("sheddableheadroom", "sheddable-headroom"),
 ];
+
+/// The values `queue-order` takes, by relaxed name, with the name we print.
+const QUEUE_ORDERS: &[(&str, &str)] =
+    &[("fifo", "fifo"), ("lifo", "lifo"), ("adaptivelifo", "adaptive-lifo")];
 
 /// Resilience4j bulkhead keys that have no effect here, and why.
 fn ignored_reason(canon: &str) -> Option<&'static str> {
@@ -31,7 +40,10 @@ fn ignored_reason(canon: &str) -> Option<&'static str> {
         "eventconsumerbuffersize" => {
             "events go straight to listeners registered with Bulkhead::on_event; there is no buffer"
         }
-        "faircallhandlingenabled" => "waiting callers are always served in FIFO order",
+        "faircallhandlingenabled" => {
+            "waiting callers are served in the order queue-order sets (fifo unless set); \
+             Resilience4j's unfair mode has no counterpart here"
+        }
         "bulkheadaspectorder" => "there are no Spring aspects here",
         _ => return None,
     })
@@ -60,6 +72,29 @@ enum Setting {
     MaxWaitingCalls,
     BaseConfig,
     Type,
+    QueueOrder,
+    QueueTarget,
+    QueueInterval,
+    SheddableHeadroom,
+}
+
+/// A `queue-order` as written; the adaptive one takes its target and interval from
+/// `queue-target` and `queue-interval`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Order {
+    Fifo,
+    Lifo,
+    AdaptiveLifo,
+}
+
+impl Order {
+    fn label(self) -> &'static str {
+        match self {
+            Order::Fifo => "fifo",
+            Order::Lifo => "lifo",
+            Order::AdaptiveLifo => "adaptive-lifo",
+        }
+    }
 }
 
 /// A value and where it was written.
@@ -82,6 +117,10 @@ struct Decl {
     thread_pool: Option<At<String>>,
     /// The `adaptive:` block (instances only), once any of it is written.
     adaptive: Option<AdaptiveDecl>,
+    queue_order: Option<At<Order>>,
+    queue_target: Option<At<Duration>>,
+    queue_interval: Option<At<Duration>>,
+    sheddable_headroom: Option<At<usize>>,
 }
 
 /// An `adaptive:` block as written (our extension of the layout).
@@ -271,6 +310,35 @@ fn duration_value(value: &Value) -> Result<Duration, String> {
     }
 }
 
+/// A `queue-order`: `fifo`, `lifo` or `adaptive-lifo`, in any relaxed spelling.
+fn order_value(value: &Value) -> Result<Order, String> {
+    const VALID: &str = "write fifo, lifo or adaptive-lifo";
+    if value.is_empty() {
+        return Err(format!("has no value ({VALID})"));
+    }
+    let Some(text) = value.as_text() else {
+        return Err(format!("is not a queue order: {VALID}"));
+    };
+    match tree::canonical(&text).as_str() {
+        "fifo" => Ok(Order::Fifo),
+        "lifo" => Ok(Order::Lifo),
+        "adaptivelifo" => Ok(Order::AdaptiveLifo),
+        other => {
+            let hint = suggestion(other, QUEUE_ORDERS);
+            Err(format!("is not a queue order: {VALID}{hint}"))
+        }
+    }
+}
+
+/// A `queue-target` or `queue-interval`: a duration above zero.
+fn positive_duration(value: &Value) -> Result<Duration, String> {
+    let d = duration_value(value)?;
+    if d.is_zero() {
+        return Err("is zero: adaptive LIFO needs a target and an interval above zero".to_owned());
+    }
+    Ok(d)
+}
+
 impl Binder {
     fn error(&mut self, path: String, value: String, problem: impl Into<String>) {
         // One error per path: a bad map reports once, not once per key inside it.
@@ -446,6 +514,10 @@ impl Binder {
             "maxwaitingcalls" => Setting::MaxWaitingCalls,
             "baseconfig" => Setting::BaseConfig,
             "type" => Setting::Type,
+            "queueorder" => Setting::QueueOrder,
+            "queuetarget" => Setting::QueueTarget,
+            "queueinterval" => Setting::QueueInterval,
+            "sheddableheadroom" => Setting::SheddableHeadroom,
             _ if ignored_reason(canon).is_some() => {
                 if segs.len() == 5 {
                     self.ignore(path, value, canon);
@@ -511,6 +583,14 @@ impl Binder {
                 }
                 _ => Err("is not a bulkhead type (SEMAPHORE or THREADPOOL)".to_owned()),
             },
+            Setting::QueueOrder => order_value(value)
+                .map(|o| decl.queue_order = Some(At { value: o, path: path.clone() })),
+            Setting::QueueTarget => positive_duration(value)
+                .map(|d| decl.queue_target = Some(At { value: d, path: path.clone() })),
+            Setting::QueueInterval => positive_duration(value)
+                .map(|d| decl.queue_interval = Some(At { value: d, path: path.clone() })),
+            Setting::SheddableHeadroom => count(value, BulkheadConfig::MAX_CONCURRENT_CALLS)
+                .map(|n| decl.sheddable_headroom = Some(At { value: n, path: path.clone() })),
         };
         if let Err(problem) = result {
             self.error(path, value.render(), problem);
@@ -625,7 +705,7 @@ impl Binder {
                 });
             }
         }
-        let warnings = instances
+        let mut warnings: Vec<Warning> = instances
             .iter()
             .filter(|i| i.config.max_concurrent_calls() == 0)
             .map(|i| Warning {
@@ -639,6 +719,7 @@ impl Binder {
                 ),
             })
             .collect();
+        warnings.extend(instances.iter().filter_map(unused_queue_order));
         let file = ConfigFile {
             format,
             path: None,
@@ -706,43 +787,143 @@ impl Binder {
             layers.push(base_decl);
         }
         let defaults = BulkheadConfig::default();
-        let mut mcc = (defaults.max_concurrent_calls(), None);
-        let mut mwd = (defaults.max_wait_duration(), None);
-        let mut mwc: (Option<usize>, Option<String>) = (None, None);
-        for layer in layers.iter().rev() {
-            if let Some(At { value, path }) = &layer.max_concurrent_calls {
-                mcc = (*value, Some(path.clone()));
-            }
-            if let Some(At { value, path }) = &layer.max_wait_duration {
-                mwd = (*value, Some(path.clone()));
-            }
-            if let Some(At { value, path }) = &layer.max_waiting_calls {
-                mwc = (Some(*value), Some(path.clone()));
+        let mcc = nearest(&layers, |l| &l.max_concurrent_calls);
+        let mwd = nearest(&layers, |l| &l.max_wait_duration);
+        let mwc = nearest(&layers, |l| &l.max_waiting_calls);
+        let order = nearest(&layers, |l| &l.queue_order);
+        let target = nearest(&layers, |l| &l.queue_target);
+        let interval = nearest(&layers, |l| &l.queue_interval);
+        let headroom = nearest(&layers, |l| &l.sheddable_headroom);
+        let calls = mcc.as_ref().map_or(defaults.max_concurrent_calls(), |a| a.value);
+        let kind = order.as_ref().map_or(Order::Fifo, |a| a.value);
+        let adaptive = kind == Order::AdaptiveLifo;
+
+        // `queue-target` / `queue-interval` written in an entry that is not adaptive LIFO
+        // would do nothing: an error, not a silent no-op. (An entry that inherits them and
+        // sets another order itself is fine: the order it writes wins.)
+        if !adaptive {
+            let order_from = order
+                .as_ref()
+                .map_or_else(|| "the default".to_owned(), |a| format!("from {}", a.path));
+            for at in [&decl.queue_target, &decl.queue_interval].into_iter().flatten() {
+                let problem = format!(
+                    "applies only to queue-order: adaptive-lifo, and this entry's queue order \
+                     is {} ({order_from})",
+                    kind.label()
+                );
+                self.error(at.path.clone(), duration::format(at.value), problem);
             }
         }
-        let mut builder =
-            BulkheadConfig::builder().max_concurrent_calls(mcc.0).max_wait_duration(mwd.0);
-        if let Some(n) = mwc.0 {
-            builder = builder.max_waiting_calls(n);
+        if let Some(At { value: h, path: h_path }) = &headroom {
+            if *h > calls {
+                // At the key this entry writes: the headroom, else its own limit (so each
+                // entry that lowers the limit under an inherited headroom is named).
+                let never = "no sheddable call could ever run";
+                let (key, value, problem) = match (&decl.sheddable_headroom, &mcc) {
+                    (None, Some(limit)) if decl.max_concurrent_calls.is_some() => (
+                        limit.path.clone(),
+                        calls.to_string(),
+                        format!("is below sheddable-headroom ({h}, from {h_path}): {never}"),
+                    ),
+                    _ => {
+                        let from = mcc.as_ref().map_or_else(
+                            || ", the default".to_owned(),
+                            |a| format!(", from {}", a.path),
+                        );
+                        let entry = if decl.sheddable_headroom.is_some() {
+                            String::new()
+                        } else {
+                            format!(" of {}", decl.path)
+                        };
+                        let problem = format!(
+                            "is above max-concurrent-calls ({calls}{from}){entry}: {never}"
+                        );
+                        (h_path.clone(), h.to_string(), problem)
+                    }
+                };
+                self.error(key, value, problem);
+                return None;
+            }
+        }
+
+        let queue_order = match kind {
+            Order::Fifo => QueueOrder::Fifo,
+            Order::Lifo => QueueOrder::Lifo,
+            Order::AdaptiveLifo => QueueOrder::AdaptiveLifo {
+                target: target.as_ref().map_or(DEFAULT_QUEUE_TARGET, |a| a.value),
+                interval: interval.as_ref().map_or(DEFAULT_QUEUE_INTERVAL, |a| a.value),
+            },
+        };
+        let mut builder = BulkheadConfig::builder()
+            .max_concurrent_calls(calls)
+            .max_wait_duration(mwd.as_ref().map_or(defaults.max_wait_duration(), |a| a.value))
+            .queue_order(queue_order)
+            .sheddable_headroom(headroom.as_ref().map_or(0, |a| a.value));
+        if let Some(At { value: n, .. }) = &mwc {
+            builder = builder.max_waiting_calls(*n);
         }
         match builder.build() {
             Ok(config) => Some((
                 config,
                 chain,
                 Origins {
-                    max_concurrent_calls: mcc.1,
-                    max_wait_duration: mwd.1,
-                    max_waiting_calls: mwc.1,
+                    max_concurrent_calls: path_of(mcc),
+                    max_wait_duration: path_of(mwd),
+                    max_waiting_calls: path_of(mwc),
+                    queue_order: path_of(order),
+                    // Only an adaptive LIFO has a target and an interval.
+                    queue_target: path_of(target.filter(|_| adaptive)),
+                    queue_interval: path_of(interval.filter(|_| adaptive)),
+                    sheddable_headroom: path_of(headroom),
                 },
             )),
             Err(e) => {
-                // Values are range-checked as they are read; keep any future check visible.
-                let path = mcc.1.unwrap_or_else(|| decl.path.clone());
-                self.error(path, e.value().to_owned(), e.problem().to_owned());
+                // Values are checked as they are read (and the headroom above); keep any
+                // future check visible, at the key it is about.
+                let at = match e.key() {
+                    "sheddable_headroom" => path_of(headroom),
+                    "queue_order" => path_of(order),
+                    _ => path_of(mcc),
+                };
+                self.error(
+                    at.unwrap_or_else(|| decl.path.clone()),
+                    e.value().to_owned(),
+                    e.problem().to_owned(),
+                );
                 None
             }
         }
     }
+}
+
+/// A warning for an instance whose `queue-order` (other than fifo) can never apply:
+/// `max-waiting-calls: 0` lets nobody queue. (A zero `max-wait-duration` does not: a caller
+/// may still wait with its own timeout, `Bulkhead::acquire_timeout`.)
+fn unused_queue_order(i: &Instance) -> Option<Warning> {
+    let order = i.config.queue_order();
+    let path = i.origins.queue_order.as_ref()?;
+    if order == QueueOrder::Fifo || i.config.max_waiting_calls() != Some(0) {
+        return None;
+    }
+    Some(Warning {
+        instance: i.name.clone(),
+        path: path.clone(),
+        value: order.label().to_owned(),
+        message: format!(
+            "has no effect on the bulkhead '{}': max-waiting-calls is 0, so no call ever queues",
+            i.name
+        ),
+    })
+}
+
+/// Where a setting was written, if it was.
+fn path_of<T>(at: Option<At<T>>) -> Option<String> {
+    at.map(|a| a.path)
+}
+
+/// The value of a setting in the nearest layer that writes it (layers nearest first).
+fn nearest<T: Clone>(layers: &[Decl], field: impl Fn(&Decl) -> &Option<At<T>>) -> Option<At<T>> {
+    layers.iter().find_map(|layer| field(layer).clone())
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@ where
     /// feature `serde`): the default from the instance named like this keyed bulkhead (or
     /// the file's `configs.default` when there is no such instance), and an override for each
     /// instance named `"<name>/<key>"`, the key parsed with `FromStr`. Everything the file
-    /// layout allows applies: `base-config` chains, relaxed binding, TOML.
+    /// layout allows applies: `base-config` chains, relaxed binding, TOML, and our own keys
+    /// (`queue-order`, `queue-target`, `queue-interval`, `sheddable-headroom`), per key.
     ///
     /// # Errors
     ///

@@ -25,8 +25,11 @@
 //!   (`backends` is accepted as the old name of `instances`), and
 //!   `resilience4j.bulkhead.tags.<key>` (the registry's tags).
 //! - Settings: `max-concurrent-calls`, `max-wait-duration`, `base-config`, and this crate's
-//!   `max-waiting-calls`. `type: SEMAPHORE` is accepted; `type: THREADPOOL` is accepted too
-//!   but reported by rule [`R-RES-BH-X1`](rules::THREAD_POOL).
+//!   `max-waiting-calls`, `queue-order`, `queue-target`, `queue-interval` and
+//!   `sheddable-headroom` (see [Queue order and headroom](#queue-order-and-headroom)).
+//!   `type: SEMAPHORE` is accepted; `type: THREADPOOL` is accepted too but reported by rule
+//!   [`R-RES-BH-X1`](rules::THREAD_POOL). An instance's `adaptive:` block is ours too
+//!   ([`AdaptiveSettings`]).
 //! - `base-config` chains resolve (`instance -> configs.a -> configs.b`); a cycle is an error
 //!   naming the chain. An instance without `base-config` starts from `configs.default` when
 //!   there is one; a config without `base-config` starts from [`BulkheadConfig::default`].
@@ -43,10 +46,81 @@
 //! - Resilience4j keys that mean nothing here (`writable-stack-trace-enabled`,
 //!   `event-consumer-buffer-size`, `fair-call-handling-enabled`, `bulkhead-aspect-order`)
 //!   are accepted and listed by [`ConfigFile::ignored`] with their path.
+//!   `fair-call-handling-enabled` included: waiting callers are served in the order
+//!   `queue-order` sets (FIFO unless set), whatever it says; Resilience4j's unfair mode
+//!   (`false`, callers barging in) has no counterpart, and `false` does not mean LIFO.
 //! - Everything outside `resilience4j.bulkhead` (`spring`, `logging`, `management`, other
 //!   Resilience4j modules) is left alone, except what the rules read:
 //!   `resilience4j.thread-pool-bulkhead` and `client.<name>.max-concurrent` (the connection
 //!   pool of the client the bulkhead `<name>` protects).
+//!
+//! # Queue order and headroom
+//!
+//! Our own keys (Resilience4j has none of these), read like the others: relaxed names
+//! (`queueOrder`, `queue_order`), inherited one by one through `base-config`, overridden by a
+//! later document, an error when written twice in one document.
+//!
+//! ```yaml
+//! resilience4j.bulkhead:
+//!   instances:
+//!     search:
+//!       max-concurrent-calls: 16
+//!       max-wait-duration: 500ms
+//!       queue-order: adaptive-lifo   # fifo (default) | lifo | adaptive-lifo
+//!       queue-target: 10ms           # adaptive-lifo only; default 10ms
+//!       queue-interval: 100ms        # adaptive-lifo only; default 100ms
+//!       sheddable-headroom: 4        # default 0
+//! ```
+//!
+//! - `queue-order`: the order queued callers are served in, [`QueueOrder`]: `fifo`, `lifo`
+//!   or `adaptive-lifo` (any case, `-` or `_`). Anything else is an error listing the three
+//!   (with a "did you mean" when one is close).
+//! - `queue-target`, `queue-interval`: adaptive LIFO's target and interval
+//!   ([`QueueOrder::AdaptiveLifo`]), durations above zero. When an adaptive-LIFO entry has
+//!   none (written or inherited), they are [`DEFAULT_QUEUE_TARGET`] (10 ms) and
+//!   [`DEFAULT_QUEUE_INTERVAL`] (100 ms); `bulkhead-check` marks them `(default)`. Written in
+//!   an entry whose own queue order is not `adaptive-lifo`, they would do nothing: an
+//!   error. An entry that inherits them and writes another `queue-order` itself drops them,
+//!   without an error.
+//! - `sheddable-headroom`: the permits [`Criticality::Sheddable`] calls must leave free
+//!   ([`BulkheadConfigBuilder::sheddable_headroom`]), a whole number. Above the entry's
+//!   `max-concurrent-calls` (once both are inherited) it is an error at the key the entry
+//!   writes (the headroom, else its limit), naming where the other was written: an entry
+//!   lowering its limit under an inherited headroom is named, every one.
+//! - A `queue-order` other than `fifo` on an instance with `max-waiting-calls: 0` is a
+//!   [`Warning`]: nobody ever queues there.
+//!
+//! [`QueueOrder`]: crate::QueueOrder
+//! [`QueueOrder::AdaptiveLifo`]: crate::QueueOrder::AdaptiveLifo
+//! [`Criticality::Sheddable`]: crate::Criticality::Sheddable
+//! [`BulkheadConfigBuilder::sheddable_headroom`]: crate::BulkheadConfigBuilder::sheddable_headroom
+//!
+//! A [`BulkheadRegistry`](crate::BulkheadRegistry) built from the file gives each bulkhead
+//! these settings; a keyed bulkhead's per-key configurations
+//! (`KeyedBulkheadBuilder::configs_from_file`) too. To apply a changed file to a running
+//! bulkhead, read the file again and pass the instance's configuration to
+//! [`Bulkhead::change_config`](crate::Bulkhead::change_config): the new order applies to
+//! the callers already queued.
+//!
+//! ```
+//! use bulkhead::{file::ConfigFile, BulkheadRegistry, QueueOrder};
+//! let registry = BulkheadRegistry::from_yaml_str("resilience4j.bulkhead.instances.search.queue-order: lifo")?;
+//! let search = registry.find("search").unwrap();
+//! assert_eq!(search.config().queue_order(), QueueOrder::Lifo);
+//!
+//! let changed = ConfigFile::from_yaml_str("resilience4j.bulkhead.instances.search.queue-order: fifo")?;
+//! search.change_config(changed.instance("search").unwrap().config().clone());
+//! assert_eq!(search.config().queue_order(), QueueOrder::Fifo);
+//!
+//! let err = ConfigFile::from_yaml_str("resilience4j.bulkhead.instances.search.queue-order: lifoo")
+//!     .unwrap_err();
+//! assert_eq!(
+//!     err.to_string(),
+//!     "resilience4j.bulkhead.instances.search.queue-order: \"lifoo\" is not a queue order: \
+//!      write fifo, lifo or adaptive-lifo (did you mean lifo?)"
+//! );
+//! # Ok::<(), bulkhead::file::FileError>(())
+//! ```
 //!
 //! # Errors
 //!
@@ -294,6 +368,10 @@ pub(crate) struct Origins {
     pub(crate) max_concurrent_calls: Option<String>,
     pub(crate) max_wait_duration: Option<String>,
     pub(crate) max_waiting_calls: Option<String>,
+    pub(crate) queue_order: Option<String>,
+    pub(crate) queue_target: Option<String>,
+    pub(crate) queue_interval: Option<String>,
+    pub(crate) sheddable_headroom: Option<String>,
 }
 
 /// A bulkhead instance from `resilience4j.bulkhead.instances.<name>` (or a named config from
@@ -370,6 +448,42 @@ impl Instance {
     pub fn base_chain(&self) -> &[String] {
         &self.chain
     }
+
+    /// Where the effective value of `setting` was written: the key path in the file (in
+    /// this entry or in a config it inherits from), or `None` when it is the built-in
+    /// default. `setting` is a key as the file writes it, relaxed (`queue-target`,
+    /// `queueTarget`); `None` too for a name that is not one of `max-concurrent-calls`,
+    /// `max-wait-duration`, `max-waiting-calls`, `queue-order`, `queue-target`,
+    /// `queue-interval`, `sheddable-headroom`.
+    ///
+    /// ```
+    /// use bulkhead::file::ConfigFile;
+    /// let file = ConfigFile::from_yaml_str(
+    ///     "
+    /// resilience4j.bulkhead:
+    ///   configs.shared: { queue-order: adaptive-lifo, queue-interval: 200ms }
+    ///   instances.search: { base-config: shared, sheddable-headroom: 2 }
+    /// ",
+    /// )?;
+    /// let search = file.instance("search").unwrap();
+    /// assert_eq!(search.origin("queue-order"), Some("resilience4j.bulkhead.configs.shared.queue-order"));
+    /// assert_eq!(search.origin("sheddableHeadroom"), Some("resilience4j.bulkhead.instances.search.sheddable-headroom"));
+    /// assert_eq!(search.origin("queue-target"), None); // the default, 10ms
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
+    pub fn origin(&self, setting: &str) -> Option<&str> {
+        let o = &self.origins;
+        match tree::canonical(setting).as_str() {
+            "maxconcurrentcalls" => o.max_concurrent_calls.as_deref(),
+            "maxwaitduration" => o.max_wait_duration.as_deref(),
+            "maxwaitingcalls" => o.max_waiting_calls.as_deref(),
+            "queueorder" => o.queue_order.as_deref(),
+            "queuetarget" => o.queue_target.as_deref(),
+            "queueinterval" => o.queue_interval.as_deref(),
+            "sheddableheadroom" => o.sheddable_headroom.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// A named configuration from `resilience4j.bulkhead.configs.<name>`, resolved: the same
@@ -433,8 +547,9 @@ impl fmt::Display for Ignored {
     }
 }
 
-/// Something in the file that loads but is probably not meant: today, an instance whose
-/// `max-concurrent-calls` is 0 (a bulkhead that refuses every call). Listed by
+/// Something in the file that loads but is probably not meant: an instance whose
+/// `max-concurrent-calls` is 0 (a bulkhead that refuses every call), or whose `queue-order`
+/// (other than `fifo`) can never apply because its `max-waiting-calls` is 0. Listed by
 /// [`ConfigFile::warnings`], printed by `bulkhead-check`, and logged at WARN (target
 /// `bulkhead`) when the file is loaded with the `tracing` feature on.
 ///
@@ -1037,6 +1152,25 @@ impl Loader {
         Ok((text, format))
     }
 }
+
+/// The `queue-target` of an entry with `queue-order: adaptive-lifo` that writes none (nor
+/// inherits one): 10 ms, a queueing delay well under a typical caller's deadline. See
+/// [`QueueOrder::AdaptiveLifo`](crate::QueueOrder::AdaptiveLifo).
+///
+/// ```
+/// use bulkhead::{file::{ConfigFile, DEFAULT_QUEUE_INTERVAL, DEFAULT_QUEUE_TARGET}, QueueOrder};
+/// let file = ConfigFile::from_yaml_str("resilience4j.bulkhead.instances.search.queue-order: adaptive-lifo")?;
+/// assert_eq!(
+///     file.instance("search").unwrap().config().queue_order(),
+///     QueueOrder::AdaptiveLifo { target: DEFAULT_QUEUE_TARGET, interval: DEFAULT_QUEUE_INTERVAL }
+/// );
+/// # Ok::<(), bulkhead::file::FileError>(())
+/// ```
+pub const DEFAULT_QUEUE_TARGET: Duration = Duration::from_millis(10);
+
+/// The `queue-interval` of an entry with `queue-order: adaptive-lifo` that writes none (nor
+/// inherits one): 100 ms, about a caller's round trip. See [`DEFAULT_QUEUE_TARGET`].
+pub const DEFAULT_QUEUE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Formats a duration as Spring users write it (`100ms`, `1s`, `2m`, `0`).
 ///
