@@ -370,3 +370,145 @@ fn weighted_timed_out_head_grants_reentrant_waiter_behind() {
         assert_quiescent(&bulkhead, 3);
     });
 }
+
+fn ordered(limit: usize, order: bulkhead::QueueOrder, cap: Option<usize>) -> Arc<Bulkhead> {
+    let mut builder = BulkheadConfig::builder()
+        .max_concurrent_calls(limit)
+        .max_wait_duration(Duration::MAX)
+        .queue_order(order);
+    if let Some(cap) = cap {
+        builder = builder.max_waiting_calls(cap);
+    }
+    Arc::new(Bulkhead::new("reentrant", builder.build().expect("valid config")))
+}
+
+/// A waker that re-enters `bulkhead` (as `reentrant_hook` does) only when woken, counting
+/// its wakes in `wakes`: a hook re-entering on `clone` and `drop` too would, under LIFO,
+/// queue acquires of its own that evict the waiter under test before the test's newcomer
+/// arrives.
+fn reenters_when_woken(bulkhead: &Arc<Bulkhead>, wakes: &Arc<AtomicUsize>) -> Waker {
+    let weak = Arc::downgrade(bulkhead);
+    let wakes = Arc::clone(wakes);
+    hostile_waker(
+        move |op| {
+            if matches!(op, Op::Wake | Op::WakeByRef) {
+                wakes.fetch_add(1, Ordering::Relaxed);
+                if let Some(bulkhead) = weak.upgrade() {
+                    reenter(&bulkhead, false);
+                }
+            }
+        },
+        None,
+    )
+}
+
+/// Queues `acquire` by one poll with a waker that re-enters when woken.
+fn queue_reentrant<'a>(
+    bulkhead: &Arc<Bulkhead>,
+    mut acquire: Pin<Box<bulkhead::Acquire<'a>>>,
+    wakes: &Arc<AtomicUsize>,
+) -> Pin<Box<bulkhead::Acquire<'a>>> {
+    let waker = reenters_when_woken(bulkhead, wakes);
+    assert!(poll_with(acquire.as_mut(), &waker).is_pending(), "queued");
+    acquire
+}
+
+/// Polls a queued acquire once more: it must have been refused with `Evicted`.
+fn expect_evicted(acquire: Pin<&mut bulkhead::Acquire<'_>>) {
+    match poll_with(acquire, &noop_waker()) {
+        Poll::Ready(Err(err)) => assert_eq!(err.reason(), RejectReason::Evicted),
+        other => panic!("expected Evicted, got {:?}", other.map(|r| r.map(drop))),
+    }
+}
+
+/// A full LIFO queue evicts its oldest waiter, whose hostile waker re-enters the bulkhead
+/// (acquire, close, change_config, ...) when the eviction wakes it: after the queue lock is
+/// released, or this deadlocks. The eviction happens inside the newcomer's enqueue, sync
+/// and async.
+#[test]
+fn lifo_eviction_wakes_reentrant_waiter_after_unlock() {
+    for sync_newcomer in [false, true] {
+        hang_guard("lifo_eviction", move || {
+            let bulkhead = ordered(1, bulkhead::QueueOrder::Lifo, Some(1));
+            let ops = Arc::new(AtomicUsize::new(0));
+            let held = bulkhead.try_acquire_owned().expect("free");
+            let mut oldest = queue_reentrant(&bulkhead, Box::pin(bulkhead.acquire_async()), &ops);
+            let before = ops.load(Ordering::Relaxed);
+            let newcomer = if sync_newcomer {
+                // A blocking acquire on another thread evicts the oldest and waits.
+                let bulkhead = Arc::clone(&bulkhead);
+                Some(std::thread::spawn(move || bulkhead.acquire().map(drop)))
+            } else {
+                None
+            };
+            let mut async_newcomer = Box::pin(bulkhead.acquire_async());
+            if sync_newcomer {
+                while ops.load(Ordering::Relaxed) == before {
+                    std::thread::yield_now();
+                }
+            } else {
+                assert!(poll_with(async_newcomer.as_mut(), &noop_waker()).is_pending());
+            }
+            assert!(ops.load(Ordering::Relaxed) > before, "the eviction woke the hostile waker");
+            expect_evicted(oldest.as_mut());
+            drop(oldest);
+            drop(held);
+            if let Some(thread) = newcomer {
+                // The reentrant hook's own acquires may have been queued and served; the
+                // blocking newcomer is served in its turn.
+                thread.join().expect("newcomer thread").ok();
+            }
+            drop(async_newcomer);
+            assert_quiescent(&bulkhead, 1);
+        });
+    }
+}
+
+/// A critical newcomer evicts a sheddable waiter whose hostile waker re-enters.
+#[test]
+fn class_eviction_wakes_reentrant_waiter_after_unlock() {
+    hang_guard("class_eviction", || {
+        let bulkhead = ordered(1, bulkhead::QueueOrder::Fifo, Some(1));
+        let ops = Arc::new(AtomicUsize::new(0));
+        let held = bulkhead.try_acquire().expect("free");
+        let shed = Box::pin(bulkhead.acquire_many_async(bulkhead::Criticality::Sheddable));
+        let mut shed = queue_reentrant(&bulkhead, shed, &ops);
+        let before = ops.load(Ordering::Relaxed);
+        let mut critical = Box::pin(bulkhead.acquire_many_async(bulkhead::Criticality::Critical));
+        assert!(poll_with(critical.as_mut(), &noop_waker()).is_pending());
+        assert!(ops.load(Ordering::Relaxed) > before, "the eviction woke the hostile waker");
+        expect_evicted(shed.as_mut());
+        drop(held);
+        expect_granted(critical.as_mut(), 1);
+        drop(critical);
+        assert_quiescent(&bulkhead, 1);
+    });
+}
+
+/// Adaptive LIFO refuses a waiter past the target inside a drain (a release's): its hostile
+/// waker re-enters after the queue lock is released.
+#[test]
+fn adaptive_lifo_eviction_wakes_reentrant_waiter_after_unlock() {
+    hang_guard("adaptive_lifo_eviction", || {
+        let target = Duration::from_millis(20);
+        let order = bulkhead::QueueOrder::AdaptiveLifo { target, interval: target };
+        let bulkhead = ordered(1, order, None);
+        let ops = Arc::new(AtomicUsize::new(0));
+        let held = bulkhead.try_acquire().expect("free");
+        let mut old = queue_reentrant(&bulkhead, Box::pin(bulkhead.acquire_async()), &ops);
+        std::thread::sleep(target * 3);
+        // This enqueue samples the standing queue: the interval starts.
+        let mut fresh = Box::pin(bulkhead.acquire_async());
+        assert!(poll_with(fresh.as_mut(), &noop_waker()).is_pending());
+        std::thread::sleep(target * 3);
+        let before = ops.load(Ordering::Relaxed);
+        // The release drains: the queue stands, the old waiter is past the target.
+        drop(held);
+        assert!(ops.load(Ordering::Relaxed) > before, "the eviction woke the hostile waker");
+        expect_evicted(old.as_mut());
+        drop(old);
+        // The fresh one (also past the target by now) was evicted, or served.
+        drop(fresh);
+        assert_quiescent(&bulkhead, 1);
+    });
+}

@@ -73,12 +73,14 @@ impl Bulkhead {
         let sem = self.sem();
         let clock = &sem.clock;
         loop {
-            // We were queued, not granted: park first. May return spuriously; the loop
-            // re-checks the slot and the deadline.
-            clock.park_until(deadline);
+            // Look before parking, the first time too: the wakes our own enqueue called after
+            // unlocking (a waiter it evicted or granted) are foreign code, which may have
+            // ended our wait *and* parked this very thread (a blocking acquire of its own),
+            // consuming the unpark meant for us. May return spuriously; the loop re-checks.
             if let Some(outcome) = sem.poll_wait(key, None) {
                 return Some(outcome);
             }
+            clock.park_until(deadline);
             if deadline.is_some_and(|deadline| clock.now() >= deadline) {
                 return sem.withdraw(key);
             }
