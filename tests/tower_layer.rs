@@ -545,3 +545,42 @@ async fn close_refuses_queued_and_new_requests_and_lets_the_call_in_flight_finis
     guarded("the drain", bank.drained()).await;
     assert_eq!(downstream.requests.load(Ordering::SeqCst), 1, "refused calls never left");
 }
+
+/// `BulkheadLayer::classify`: each request says what it needs. A batch query costs 2
+/// permits and is sheddable, a user query 1 permit and critical: with the bulkhead full, a
+/// queued user query is served before a batch query queued earlier, and a batch query is
+/// refused at once when its cost is above the limit.
+#[tokio::test(flavor = "current_thread")]
+async fn classify_gives_each_request_its_permits_and_criticality() {
+    use bulkhead::{Criticality, Request as Ask};
+    #[derive(Clone, Copy, Debug)]
+    struct Query {
+        batch: bool,
+        cost: u32,
+    }
+    let db = bulkhead("classified", 2, Duration::from_secs(10));
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&order);
+    let inner = tower::service_fn(move |query: Query| {
+        seen.lock().unwrap().push(query.batch);
+        async move { Ok::<_, Infallible>(query.cost) }
+    });
+    let layer = BulkheadLayer::new(Arc::clone(&db)).classify(|query: &Query| {
+        let class = if query.batch { Criticality::Sheddable } else { Criticality::Critical };
+        Ask::permits(query.cost).criticality(class)
+    });
+    let service = ServiceBuilder::new().layer(layer).service(inner);
+
+    let held = db.try_acquire_many(2).expect("free");
+    let batch = tokio::spawn(service.clone().oneshot(Query { batch: true, cost: 2 }));
+    let user = tokio::spawn(service.clone().oneshot(Query { batch: false, cost: 1 }));
+    eventually("both queued", || db.metrics().waiting_calls() == 2).await;
+    drop(held);
+    assert_eq!(guarded("user", user).await.unwrap().unwrap(), 1);
+    assert_eq!(guarded("batch", batch).await.unwrap().unwrap(), 2);
+    assert_eq!(*order.lock().unwrap(), vec![false, true], "the critical query went first");
+
+    let err = service.oneshot(Query { batch: true, cost: 3 }).await.unwrap_err();
+    assert_eq!(as_full(&err).reason(), RejectReason::ExceedsLimit);
+    assert_eq!(db.metrics().available_concurrent_calls(), 2);
+}

@@ -89,6 +89,7 @@ use crate::bulkhead::error::BulkheadFull;
 use crate::bulkhead::future::AcquireOwned;
 use crate::bulkhead::permit::OwnedPermit;
 use crate::bulkhead::permit::{Marked, Outcome};
+use crate::bulkhead::request::Request;
 use crate::bulkhead::Bulkhead;
 
 mod keyed;
@@ -117,8 +118,37 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// assert_eq!(layer.bulkhead().name(), "bank");
 /// ```
 #[derive(Clone)]
-pub struct BulkheadLayer {
+pub struct BulkheadLayer<C = Plain> {
     bulkhead: Arc<Bulkhead>,
+    classify: C,
+}
+
+/// What a request asks the bulkhead for: how many permits, in which
+/// [`Criticality`](crate::Criticality). Implemented by [`Plain`] (one permit, default class:
+/// every request alike) and by every `Fn(&Req) -> Request`; set with
+/// [`BulkheadLayer::classify`].
+pub trait Classify<Req> {
+    /// The request's [`Request`].
+    fn classify(&self, request: &Req) -> Request;
+}
+
+/// The classifier of a layer that was given none: one permit in the default class for
+/// every request, which takes the plain acquire's path.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Plain;
+
+impl<Req> Classify<Req> for Plain {
+    #[inline]
+    fn classify(&self, _: &Req) -> Request {
+        Request::default()
+    }
+}
+
+impl<Req, F: Fn(&Req) -> Request> Classify<Req> for F {
+    #[inline]
+    fn classify(&self, request: &Req) -> Request {
+        self(request)
+    }
 }
 
 impl BulkheadLayer {
@@ -132,7 +162,7 @@ impl BulkheadLayer {
     /// assert!(Arc::ptr_eq(layer.bulkhead(), &bank));
     /// ```
     pub fn new(bulkhead: Arc<Bulkhead>) -> Self {
-        BulkheadLayer { bulkhead }
+        BulkheadLayer { bulkhead, classify: Plain }
     }
 
     /// A layer that guards calls with an instrumented bulkhead (feature `metrics`): the same
@@ -167,15 +197,44 @@ impl BulkheadLayer {
     }
 }
 
-impl<S> Layer<S> for BulkheadLayer {
-    type Service = BulkheadService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        BulkheadService { inner, bulkhead: Arc::clone(&self.bulkhead) }
+impl<C> BulkheadLayer<C> {
+    /// The same layer, asking the bulkhead for what `classify` says each request needs:
+    /// permits (a costly call takes several) and a [`Criticality`](crate::Criticality)
+    /// (user traffic before prefetches). See [`Request`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{tower::BulkheadLayer, Bulkhead, BulkheadConfig, Criticality, Request};
+    ///
+    /// struct Query { batch: bool, rows: u32 }
+    /// let db = Arc::new(Bulkhead::new("db", BulkheadConfig::for_pool(20)));
+    /// let layer = BulkheadLayer::new(db).classify(|query: &Query| {
+    ///     if query.batch {
+    ///         Request::permits(query.rows.div_ceil(1000)).criticality(Criticality::Sheddable)
+    ///     } else {
+    ///         Request::default()
+    ///     }
+    /// });
+    /// # let _ = layer;
+    /// ```
+    pub fn classify<F>(self, classify: F) -> BulkheadLayer<F> {
+        BulkheadLayer { bulkhead: self.bulkhead, classify }
     }
 }
 
-impl fmt::Debug for BulkheadLayer {
+impl<S, C: Clone> Layer<S> for BulkheadLayer<C> {
+    type Service = BulkheadService<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        BulkheadService {
+            inner,
+            bulkhead: Arc::clone(&self.bulkhead),
+            classify: self.classify.clone(),
+        }
+    }
+}
+
+impl<C> fmt::Debug for BulkheadLayer<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BulkheadLayer").field("bulkhead", &self.bulkhead).finish()
     }
@@ -204,9 +263,10 @@ impl fmt::Debug for BulkheadLayer {
 /// # }
 /// ```
 #[derive(Clone)]
-pub struct BulkheadService<S> {
+pub struct BulkheadService<S, C = Plain> {
     inner: S,
     bulkhead: Arc<Bulkhead>,
+    classify: C,
 }
 
 impl<S> BulkheadService<S> {
@@ -219,9 +279,11 @@ impl<S> BulkheadService<S> {
     /// assert_eq!(service.bulkhead().name(), "bank");
     /// ```
     pub fn new(inner: S, bulkhead: Arc<Bulkhead>) -> Self {
-        BulkheadService { inner, bulkhead }
+        BulkheadService { inner, bulkhead, classify: Plain }
     }
+}
 
+impl<S, C> BulkheadService<S, C> {
     /// The bulkhead.
     ///
     /// ```
@@ -272,10 +334,11 @@ impl<S> BulkheadService<S> {
     }
 }
 
-impl<S, Req> Service<Req> for BulkheadService<S>
+impl<S, C, Req> Service<Req> for BulkheadService<S, C>
 where
     S: Service<Req> + Clone,
     S::Error: Into<BoxError>,
+    C: Classify<Req>,
 {
     type Response = S::Response;
     type Error = BoxError;
@@ -290,12 +353,12 @@ where
         // The instance driven to readiness serves this request; its clone takes its place.
         let clone = self.inner.clone();
         let service = mem::replace(&mut self.inner, clone);
-        let acquire = self.bulkhead.acquire_owned_async();
+        let acquire = self.bulkhead.acquire_many_owned_async(self.classify.classify(&request));
         ResponseFuture { state: Stage::acquiring(acquire, service, request) }
     }
 }
 
-impl<S> fmt::Debug for BulkheadService<S> {
+impl<S, C> fmt::Debug for BulkheadService<S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BulkheadService").field("bulkhead", &self.bulkhead).finish_non_exhaustive()
     }
