@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release --example sustained_overload -- [--secs 30] [--runs 2] [--only NAME]
-//!     [--deadline-ms 1000] [--out benches/results/overload.md]
+//!     [--deadline-ms 1000,300] [--threads 0] [--out benches/results/overload.md]
 //! ```
 //!
 //! - The downstream has 10 slots and works 20 ms per call (a tokio sleep): it serves at most
@@ -16,13 +16,19 @@
 //!   enough that a standing queue forms and queue order decides who waits).
 //! - Load: open loop, Poisson, at 1.5 x the measured capacity, for `--secs` seconds; the
 //!   same schedule (one seed per run) for every front-end of a run. Each call is timed from
-//!   its scheduled arrival to its answer, queueing included. A client gives up after
-//!   `--deadline-ms` (default 1 s); a call answered later would not count as goodput (the call
-//!   still runs to its end: no deadline propagation).
+//!   its scheduled arrival to its answer, queueing included.
+//! - Goodput: the calls answered within the client's deadline (and before arrivals stopped)
+//!   per second. An admitted call runs to its end whatever its client does (no deadline
+//!   propagation, as a server that does not cancel work for a client that left), so the
+//!   deadline does not change the run, only what counts: each of `--deadline-ms`'s values
+//!   (default 1000 and 300 ms) gets its goodput column from the same run.
 //! - One current-thread tokio runtime drives the load, the front-ends and the downstream
-//!   (the least scheduling noise on a small shared machine; `bulkhead`'s own deadline timer
-//!   is its one thread). Front-ends run one after another, each run going through all of
-//!   them before the next run starts.
+//!   (everything on one thread, so no work stealing between the two shared cores adds
+//!   noise; `bulkhead`'s own deadline timer is its one thread). `--threads N` uses a
+//!   multi-thread runtime with N workers instead: on the 2-core VM, 10 s runs of
+//!   `bulkhead-fifo` with 0 and 2 gave the same goodput and latency within the runs' spread.
+//!   Front-ends run one after another, each run going through all of them before the next
+//!   run starts.
 //!
 //! `--only NAME` runs one front-end; `--out FILE` also writes the Markdown report there.
 
@@ -44,21 +50,36 @@ struct Args {
     secs: u64,
     runs: u64,
     only: Option<String>,
-    deadline: Duration,
+    /// The client deadlines goodput is counted for.
+    deadlines: Vec<Duration>,
     out: Option<String>,
+    /// 0: a current-thread runtime; n: a multi-thread runtime with n workers.
+    threads: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args =
-        Args { secs: 30, runs: 2, only: None, deadline: Duration::from_secs(1), out: None };
+    let mut args = Args {
+        secs: 30,
+        runs: 2,
+        only: None,
+        deadlines: vec![Duration::from_millis(1000), Duration::from_millis(300)],
+        out: None,
+        threads: 0,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
-        let number = |v: String| v.parse::<u64>().map_err(|e| format!("{flag} {v:?}: {e}"));
+        let number = |v: &str| v.parse::<u64>().map_err(|e| format!("{flag} {v:?}: {e}"));
         match flag.as_str() {
-            "--secs" => args.secs = number(value()?)?,
-            "--runs" => args.runs = number(value()?)?,
-            "--deadline-ms" => args.deadline = Duration::from_millis(number(value()?)?),
+            "--secs" => args.secs = number(&value()?)?,
+            "--runs" => args.runs = number(&value()?)?,
+            "--threads" => args.threads = number(&value()?)? as usize,
+            "--deadline-ms" => {
+                args.deadlines = value()?
+                    .split(',')
+                    .map(|ms| number(ms).map(Duration::from_millis))
+                    .collect::<Result<_, _>>()?
+            }
             "--only" => args.only = Some(value()?),
             "--out" => args.out = Some(value()?),
             _ => return Err(format!("unknown argument {flag:?}")),
@@ -92,15 +113,16 @@ fn refusals(tally: &Tally, secs: f64) -> String {
     per_reason.join(", ")
 }
 
-/// `(min, max)` of `f` over `tallies`, formatted.
+/// `min – max` of `f` over `tallies` (one figure when they agree at this precision).
 fn spread(tallies: &[&Tally], f: impl Fn(&Tally) -> f64, digits: usize) -> String {
     let values: Vec<f64> = tallies.iter().map(|t| f(t)).collect();
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if values.len() == 1 {
-        format!("{min:.digits$}")
+    let (min, max) = (format!("{min:.digits$}"), format!("{max:.digits$}"));
+    if min == max {
+        min
     } else {
-        format!("{min:.digits$} – {max:.digits$}")
+        format!("{min} – {max}")
     }
 }
 
@@ -112,15 +134,18 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("a current-thread tokio runtime");
+    let mut builder = if args.threads == 0 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(args.threads);
+        builder
+    };
+    let runtime = builder.enable_time().build().expect("a tokio runtime");
     let mut scenario = Scenario {
         capacity: CAPACITY,
         service: SERVICE,
         max_wait: MAX_WAIT,
-        deadline: args.deadline,
         rate: 0.0,
         run_for: Duration::from_secs(args.secs),
         seed: 0,
@@ -148,13 +173,11 @@ fn main() {
         for contender in &contenders {
             let tally = runtime.block_on(harness::run(contender, &scenario));
             eprintln!(
-                "run {} {}: arrivals {}, served {} (late {}), goodput {:.1}/s, refused {}, p50 {} p99 {} max {} ms",
+                "run {} {}: arrivals {}, served {}, refused {}, p50 {} p99 {} max {} ms",
                 run + 1,
                 contender.name,
                 tally.arrivals,
                 tally.served_count(),
-                tally.late,
-                tally.goodput_per_sec(),
                 tally.refused_count(),
                 ms(tally.quantile(0.5)),
                 ms(tally.quantile(0.99)),
@@ -165,129 +188,178 @@ fn main() {
         results.push(row);
     }
 
-    let report = report(&scenario, &no_load, capacity_per_sec, &contenders, &results);
-    print!("{report}");
+    let report = Report { args: &args, scenario: &scenario, no_load: &no_load, capacity_per_sec };
+    let text = report.write(&contenders, &results);
+    print!("{text}");
     if let Some(out) = &args.out {
-        if let Err(e) = std::fs::write(out, &report) {
+        if let Err(e) = std::fs::write(out, &text) {
             eprintln!("sustained_overload: writing {out}: {e}");
             std::process::exit(1);
         }
     }
 }
 
-fn report(
-    scenario: &Scenario,
-    no_load: &[Duration],
+struct Report<'a> {
+    args: &'a Args,
+    scenario: &'a Scenario,
+    no_load: &'a [Duration],
     capacity_per_sec: f64,
-    contenders: &[&Contender],
-    results: &[Vec<Tally>],
-) -> String {
-    let secs = scenario.run_for.as_secs_f64();
-    let command: Vec<String> = std::env::args().skip(1).collect();
-    let mut r = String::new();
-    let _ = writeln!(r, "# Sustained overload (issue 20)\n");
-    let _ = writeln!(
-        r,
-        "Command:\n\n```text\ncargo run --release --example sustained_overload -- {}\n```\n",
-        command.join(" ")
-    );
-    let _ = writeln!(
-        r,
-        "Machine: {} logical CPUs (a VM shared with other jobs), one current-thread tokio \
-         runtime. Written by the command above; see the example's docs for the set-up.\n",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
-    let _ = writeln!(r, "## Set-up\n");
-    let _ = writeln!(
-        r,
-        "- Downstream: {} slots, {} ms of work per call (a tokio sleep). Its own latency, \
-         {NO_LOAD_CALLS} calls one after another with nothing else running: p50 {} ms, p99 {} ms, \
-         max {} ms; so it serves at most {capacity_per_sec:.0} calls/s.",
-        scenario.capacity,
-        scenario.service.as_millis(),
-        ms(quantile(no_load, 0.5)),
-        ms(quantile(no_load, 0.99)),
-        ms(quantile(no_load, 1.0)),
-    );
-    let _ = writeln!(
-        r,
-        "- Load: open loop, Poisson, {:.0} arrivals/s ({OVERLOAD} x that capacity) for {secs:.0} s \
-         per front-end and run; the same arrival schedule for every front-end within a run (seed \
-         per run). Latency is from the scheduled arrival to the answer, queueing included.",
-        scenario.rate
-    );
-    let _ = writeln!(
-        r,
-        "- Every front-end: limit {}, max wait {} ms. Client deadline {} ms: goodput/s is the \
-         calls answered within it and before arrivals stopped, per second of arrivals (every \
-         admitted call runs to its end, no deadline propagation; \"late\" counts the served \
-         calls answered after the deadline).",
-        scenario.capacity,
-        scenario.max_wait.as_millis(),
-        scenario.deadline.as_millis()
-    );
-    let _ = writeln!(
-        r,
-        "- Runs: {}, one after another; each run goes through every front-end.\n",
-        results.len()
-    );
+}
 
-    let _ = writeln!(r, "## Summary (min – max over the runs)\n");
-    let _ = writeln!(
-        r,
-        "| front-end | goodput/s | served p50 ms | served p99 ms | served max ms | refused/s | downstream queued |"
-    );
-    let _ = writeln!(r, "|---|---:|---:|---:|---:|---:|---:|");
-    for (i, contender) in contenders.iter().enumerate() {
-        let tallies: Vec<&Tally> = results.iter().map(|run| &run[i]).collect();
+impl Report<'_> {
+    fn write(&self, contenders: &[&Contender], results: &[Vec<Tally>]) -> String {
+        let mut r = String::new();
+        self.setup(&mut r, results.len());
+        self.summary(&mut r, contenders, results);
+        self.every_run(&mut r, contenders, results);
+        r
+    }
+
+    fn setup(&self, r: &mut String, runs: usize) {
+        let scenario = self.scenario;
+        let command: Vec<String> = std::env::args().skip(1).collect();
+        let runtime = match self.args.threads {
+            0 => "one current-thread tokio runtime".to_string(),
+            n => format!("one multi-thread tokio runtime with {n} workers"),
+        };
+        let deadlines: Vec<String> =
+            self.args.deadlines.iter().map(|d| format!("{} ms", d.as_millis())).collect();
+        let _ = writeln!(r, "# Sustained overload (issue 20)\n");
         let _ = writeln!(
             r,
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            contender.name,
-            spread(&tallies, Tally::goodput_per_sec, 1),
-            spread(&tallies, |t| t.quantile(0.5).as_secs_f64() * 1e3, 1),
-            spread(&tallies, |t| t.quantile(0.99).as_secs_f64() * 1e3, 1),
-            spread(&tallies, |t| t.quantile(1.0).as_secs_f64() * 1e3, 1),
-            spread(&tallies, |t| t.refused_count() as f64 / secs, 1),
-            spread(&tallies, |t| t.downstream_queued as f64, 0),
+            "Command:\n\n```text\ncargo run --release --example sustained_overload -- {}\n```\n",
+            command.join(" ")
+        );
+        let _ = writeln!(
+            r,
+            "Machine: {} logical CPUs (a VM shared with other jobs), {runtime}. Written by the \
+             command above; examples/sustained_overload.rs's docs describe the set-up.\n",
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        );
+        let _ = writeln!(r, "## Set-up\n");
+        let _ = writeln!(
+            r,
+            "- Downstream: {} slots, {} ms of work per call (a tokio sleep). Its own latency, \
+             {NO_LOAD_CALLS} calls one after another with nothing else running: p50 {} ms, p99 \
+             {} ms, max {} ms; so it serves at most {:.0} calls/s.",
+            scenario.capacity,
+            scenario.service.as_millis(),
+            ms(quantile(self.no_load, 0.5)),
+            ms(quantile(self.no_load, 0.99)),
+            ms(quantile(self.no_load, 1.0)),
+            self.capacity_per_sec,
+        );
+        let _ = writeln!(
+            r,
+            "- Load: open loop, Poisson, {:.0} arrivals/s ({OVERLOAD} x that capacity) for {} s \
+             per front-end and run; the same arrival schedule for every front-end within a run \
+             (a seed per run). Latency: from the scheduled arrival to the answer, queueing \
+             included.",
+            scenario.rate,
+            scenario.run_for.as_secs()
+        );
+        let _ = writeln!(
+            r,
+            "- Every front-end: limit {}, max wait {} ms.",
+            scenario.capacity,
+            scenario.max_wait.as_millis()
+        );
+        let _ = writeln!(
+            r,
+            "- Goodput/s: calls answered within the client's deadline ({}) and before arrivals \
+             stopped, per second of arrivals. Every admitted call runs to its end whatever its \
+             client does (no deadline propagation), so each deadline's column comes from the \
+             same run; \"late\" counts served calls answered after the deadline.",
+            deadlines.join(", ")
+        );
+        let _ = writeln!(
+            r,
+            "- Runs: {runs}, one after another; each run goes through every front-end.\n"
         );
     }
 
-    let _ = writeln!(r, "\n## Every run\n");
-    let _ = writeln!(
-        r,
-        "| run | front-end | arrivals | served | late | goodput/s | p50 ms | p99 ms | max ms | refused by reason | spawn lag p99 / max ms |"
-    );
-    let _ = writeln!(r, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|");
-    for (run, row) in results.iter().enumerate() {
-        for (contender, t) in contenders.iter().zip(row) {
+    fn summary(&self, r: &mut String, contenders: &[&Contender], results: &[Vec<Tally>]) {
+        let secs = self.scenario.run_for.as_secs_f64();
+        let deadlines = &self.args.deadlines;
+        let _ = writeln!(r, "## Summary (min – max over the runs)\n");
+        let mut header = "| front-end |".to_string();
+        for d in deadlines {
+            let _ = write!(header, " goodput/s ({} ms) |", d.as_millis());
+        }
+        let _ = writeln!(
+            r,
+            "{header} served p50 ms | served p99 ms | served max ms | refused/s | downstream queued |"
+        );
+        let _ = writeln!(r, "|---|{}---:|---:|---:|---:|---:|", "---:|".repeat(deadlines.len()));
+        for (i, contender) in contenders.iter().enumerate() {
+            let tallies: Vec<&Tally> = results.iter().map(|run| &run[i]).collect();
+            let _ = write!(r, "| {} |", contender.name);
+            for &d in deadlines {
+                let _ = write!(r, " {} |", spread(&tallies, |t| t.goodput_per_sec(d), 1));
+            }
             let _ = writeln!(
                 r,
-                "| {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} / {} |",
-                run + 1,
-                contender.name,
-                t.arrivals,
-                t.served_count(),
-                t.late,
-                t.goodput_per_sec(),
-                ms(t.quantile(0.5)),
-                ms(t.quantile(0.99)),
-                ms(t.quantile(1.0)),
-                refusals(t, secs),
-                ms(quantile(&t.spawn_lag, 0.99)),
-                ms(quantile(&t.spawn_lag, 1.0)),
+                " {} | {} | {} | {} | {} |",
+                spread(&tallies, |t| t.quantile(0.5).as_secs_f64() * 1e3, 1),
+                spread(&tallies, |t| t.quantile(0.99).as_secs_f64() * 1e3, 1),
+                spread(&tallies, |t| t.quantile(1.0).as_secs_f64() * 1e3, 1),
+                spread(&tallies, |t| t.refused_count() as f64 / secs, 1),
+                spread(&tallies, |t| t.downstream_queued as f64, 0),
             );
         }
     }
-    let _ = writeln!(
-        r,
-        "\nReasons: `bulkhead` reports `RejectReason::label()`; tokio's semaphore inside \
-         `timeout` can only time out (`timeout`); tower-resilience-bulkhead's `BulkheadError` \
-         kinds are `timeout`, `full`, `closed`, `not_ready`. \"downstream queued\" counts calls \
-         that found all {} downstream slots taken (0: the front-end did all the queueing). \
-         \"spawn lag\" is how late the load generator started a call after its scheduled \
-         arrival (it counts in that call's latency).",
-        scenario.capacity
-    );
-    r
+
+    fn every_run(&self, r: &mut String, contenders: &[&Contender], results: &[Vec<Tally>]) {
+        let secs = self.scenario.run_for.as_secs_f64();
+        let deadlines = &self.args.deadlines;
+        let mut header = "| run | front-end | arrivals | served |".to_string();
+        for d in deadlines {
+            let _ = write!(header, " late ({0} ms) | goodput/s ({0} ms) |", d.as_millis());
+        }
+        let _ = writeln!(r, "\n## Every run\n");
+        let _ = writeln!(
+            r,
+            "{header} p50 ms | p99 ms | max ms | refused by reason | spawn lag p99 / max ms |"
+        );
+        let _ = writeln!(
+            r,
+            "|---:|---|---:|---:|{}---:|---:|---:|---|---:|",
+            "---:|---:|".repeat(deadlines.len())
+        );
+        for (run, row) in results.iter().enumerate() {
+            for (contender, t) in contenders.iter().zip(row) {
+                let _ = write!(
+                    r,
+                    "| {} | {} | {} | {} |",
+                    run + 1,
+                    contender.name,
+                    t.arrivals,
+                    t.served_count()
+                );
+                for &d in deadlines {
+                    let _ = write!(r, " {} | {:.1} |", t.late(d), t.goodput_per_sec(d));
+                }
+                let _ = writeln!(
+                    r,
+                    " {} | {} | {} | {} | {} / {} |",
+                    ms(t.quantile(0.5)),
+                    ms(t.quantile(0.99)),
+                    ms(t.quantile(1.0)),
+                    refusals(t, secs),
+                    ms(quantile(&t.spawn_lag, 0.99)),
+                    ms(quantile(&t.spawn_lag, 1.0)),
+                );
+            }
+        }
+        let _ = writeln!(
+            r,
+            "\nReasons: `bulkhead` reports `RejectReason::label()`; tokio's semaphore inside \
+             `timeout` can only time out (`timeout`); tower-resilience-bulkhead's `BulkheadError` \
+             kinds are `timeout`, `full`, `closed`, `not_ready`. \"downstream queued\" counts calls \
+             that found all {} downstream slots taken (0: the front-end did all the queueing). \
+             \"spawn lag\" is how late the load generator started a call after its scheduled \
+             arrival (it counts in that call's latency).",
+            self.scenario.capacity
+        );
+    }
 }

@@ -3,10 +3,10 @@
 //! admission front-ends in one table, and what each call came to.
 //!
 //! Every arrival is its own tokio task that runs admission and then the downstream call to
-//! the end, whatever its client does meanwhile (a server without deadline propagation); the
+//! the end, whatever its client does meanwhile (a server without deadline propagation); a
 //! client's deadline only decides whether an answer was still wanted. So at the end
-//! `served + refused == arrivals` exactly, and a served call counts as goodput when it
-//! answered within the deadline.
+//! `served + refused == arrivals` exactly, and the goodput for any deadline is read off the
+//! served calls' latencies afterwards ([`Tally::goodput_per_sec`]), from the same run.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -29,8 +29,6 @@ pub struct Scenario {
     pub service: Duration,
     /// How long a front-end lets a caller wait for a slot.
     pub max_wait: Duration,
-    /// The client's deadline, from arrival: a later answer is not goodput.
-    pub deadline: Duration,
     /// Mean arrivals per second (open loop, Poisson).
     pub rate: f64,
     /// How long arrivals keep coming.
@@ -242,12 +240,10 @@ pub struct Tally {
     pub arrivals: u64,
     /// Latency (arrival to answer) of every served call, sorted.
     pub served: Vec<Duration>,
-    /// Served calls answered after the client's deadline (not goodput).
-    pub late: u64,
-    /// Served calls answered within the client's deadline and before arrivals stopped: the
-    /// goodput's numerator (the run's length is its denominator, so the calls still
-    /// draining after the last arrival do not inflate it).
-    pub goodput_calls: u64,
+    /// Latency of the served calls answered before arrivals stopped, sorted: goodput's
+    /// numerator is taken from these (the run's length is its denominator, so the calls
+    /// still draining after the last arrival do not inflate it).
+    pub served_in_run: Vec<Duration>,
     /// How long arrivals kept coming.
     pub run_for: Duration,
     /// Refusals by reason (the front-end's own name for it).
@@ -270,9 +266,16 @@ impl Tally {
         self.refused.values().sum()
     }
 
-    /// Goodput: calls answered within the deadline per second of arrivals.
-    pub fn goodput_per_sec(&self) -> f64 {
-        self.goodput_calls as f64 / self.run_for.as_secs_f64()
+    /// Goodput for clients that give up after `deadline`: calls answered within it (and
+    /// before arrivals stopped) per second of arrivals.
+    pub fn goodput_per_sec(&self, deadline: Duration) -> f64 {
+        let on_time = self.served_in_run.partition_point(|&latency| latency <= deadline);
+        on_time as f64 / self.run_for.as_secs_f64()
+    }
+
+    /// Served calls answered after `deadline`: their clients had given up.
+    pub fn late(&self, deadline: Duration) -> u64 {
+        (self.served.len() - self.served.partition_point(|&latency| latency <= deadline)) as u64
     }
 
     /// The `q` quantile (0..=1) of served latency.
@@ -314,8 +317,7 @@ pub async fn run(contender: &Contender, scenario: &Scenario) -> Tally {
     let mut tally = Tally {
         arrivals: calls.len() as u64,
         served: Vec::with_capacity(calls.len()),
-        late: 0,
-        goodput_calls: 0,
+        served_in_run: Vec::with_capacity(calls.len()),
         run_for: scenario.run_for,
         refused: BTreeMap::new(),
         downstream_queued: 0,
@@ -326,14 +328,15 @@ pub async fn run(contender: &Contender, scenario: &Scenario) -> Tally {
         match call.await.expect("a call's task does not panic") {
             Outcome::Served { latency, done } => {
                 tally.served.push(latency);
-                let on_time = latency <= scenario.deadline;
-                tally.late += u64::from(!on_time);
-                tally.goodput_calls += u64::from(on_time && done <= end);
+                if done <= end {
+                    tally.served_in_run.push(latency);
+                }
             }
             Outcome::Refused(reason) => *tally.refused.entry(reason).or_default() += 1,
         }
     }
     tally.served.sort_unstable();
+    tally.served_in_run.sort_unstable();
     tally.spawn_lag.sort_unstable();
     tally.downstream_queued = downstream.queued();
     tally
