@@ -97,6 +97,15 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
+/// The 1-minute load average from `/proc/loadavg` ("n/a" where there is none): how busy the
+/// shared machine was when a front-end's run started.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "n/a".into())
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e3)
 }
@@ -165,15 +174,16 @@ fn main() {
         .iter()
         .filter(|c| args.only.as_ref().map_or(true, |only| c.name == only))
         .collect();
-    // results[run][contender]
-    let mut results: Vec<Vec<Tally>> = Vec::new();
+    // results[run][contender]: the tally and the load average when its run started.
+    let mut results: Vec<Vec<(Tally, String)>> = Vec::new();
     for run in 0..args.runs {
         scenario.seed = 0x5EED_0000 + run;
         let mut row = Vec::new();
         for contender in &contenders {
+            let load = load_average();
             let tally = runtime.block_on(harness::run(contender, &scenario));
             eprintln!(
-                "run {} {}: arrivals {}, served {}, refused {}, p50 {} p99 {} max {} ms",
+                "run {} {}: load {load}, arrivals {}, served {}, refused {}, p50 {} p99 {} max {} ms",
                 run + 1,
                 contender.name,
                 tally.arrivals,
@@ -183,7 +193,7 @@ fn main() {
                 ms(tally.quantile(0.99)),
                 ms(tally.quantile(1.0)),
             );
-            row.push(tally);
+            row.push((tally, load));
         }
         results.push(row);
     }
@@ -207,7 +217,7 @@ struct Report<'a> {
 }
 
 impl Report<'_> {
-    fn write(&self, contenders: &[&Contender], results: &[Vec<Tally>]) -> String {
+    fn write(&self, contenders: &[&Contender], results: &[Vec<(Tally, String)>]) -> String {
         let mut r = String::new();
         self.setup(&mut r, results.len());
         self.summary(&mut r, contenders, results);
@@ -278,7 +288,7 @@ impl Report<'_> {
         );
     }
 
-    fn summary(&self, r: &mut String, contenders: &[&Contender], results: &[Vec<Tally>]) {
+    fn summary(&self, r: &mut String, contenders: &[&Contender], results: &[Vec<(Tally, String)>]) {
         let secs = self.scenario.run_for.as_secs_f64();
         let deadlines = &self.args.deadlines;
         let _ = writeln!(r, "## Summary (min – max over the runs)\n");
@@ -292,7 +302,7 @@ impl Report<'_> {
         );
         let _ = writeln!(r, "|---|{}---:|---:|---:|---:|---:|", "---:|".repeat(deadlines.len()));
         for (i, contender) in contenders.iter().enumerate() {
-            let tallies: Vec<&Tally> = results.iter().map(|run| &run[i]).collect();
+            let tallies: Vec<&Tally> = results.iter().map(|run| &run[i].0).collect();
             let _ = write!(r, "| {} |", contender.name);
             for &d in deadlines {
                 let _ = write!(r, " {} |", spread(&tallies, |t| t.goodput_per_sec(d), 1));
@@ -309,10 +319,15 @@ impl Report<'_> {
         }
     }
 
-    fn every_run(&self, r: &mut String, contenders: &[&Contender], results: &[Vec<Tally>]) {
+    fn every_run(
+        &self,
+        r: &mut String,
+        contenders: &[&Contender],
+        results: &[Vec<(Tally, String)>],
+    ) {
         let secs = self.scenario.run_for.as_secs_f64();
         let deadlines = &self.args.deadlines;
-        let mut header = "| run | front-end | arrivals | served |".to_string();
+        let mut header = "| run | front-end | load avg | arrivals | served |".to_string();
         for d in deadlines {
             let _ = write!(header, " late ({0} ms) | goodput/s ({0} ms) |", d.as_millis());
         }
@@ -323,14 +338,14 @@ impl Report<'_> {
         );
         let _ = writeln!(
             r,
-            "|---:|---|---:|---:|{}---:|---:|---:|---|---:|",
+            "|---:|---|---:|---:|---:|{}---:|---:|---:|---|---:|",
             "---:|---:|".repeat(deadlines.len())
         );
         for (run, row) in results.iter().enumerate() {
-            for (contender, t) in contenders.iter().zip(row) {
+            for (contender, (t, load)) in contenders.iter().zip(row) {
                 let _ = write!(
                     r,
-                    "| {} | {} | {} | {} |",
+                    "| {} | {} | {load} | {} | {} |",
                     run + 1,
                     contender.name,
                     t.arrivals,
@@ -358,7 +373,8 @@ impl Report<'_> {
              kinds are `timeout`, `full`, `closed`, `not_ready`. \"downstream queued\" counts calls \
              that found all {} downstream slots taken (0: the front-end did all the queueing). \
              \"spawn lag\" is how late the load generator started a call after its scheduled \
-             arrival (it counts in that call's latency).",
+             arrival (it counts in that call's latency). \"load avg\": the machine's 1-minute \
+             load average when that run started (2 cores).",
             self.scenario.capacity
         );
     }
