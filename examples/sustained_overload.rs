@@ -8,7 +8,7 @@
 //! ```
 //!
 //! - The downstream has 10 slots and works 20 ms per call (a tokio sleep): it serves at most
-//!   10 / its measured no-load latency calls per second (about 480/s, since a tokio sleep
+//!   10 / its measured no-load latency calls per second (about 473/s here, since a tokio sleep
 //!   rounds up to the next millisecond tick). Its own latency is measured first: 200 calls
 //!   one after another with nothing else running.
 //! - Every front-end gets limit 10 (the downstream's capacity, so the downstream itself
