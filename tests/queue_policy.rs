@@ -331,7 +331,8 @@ fn weighted_requests_keep_their_class() {
 }
 
 #[test]
-fn adaptive_lifo_is_fifo_until_the_queue_stands_then_evicts_waiters_past_the_target() {
+fn adaptive_lifo_is_fifo_until_the_queue_stands_then_evicts_waiters_past_the_target_until_it_drains_in_time(
+) {
     // Generous margins: the test only sleeps, and sleeps only overshoot.
     let target = Duration::from_millis(200);
     let interval = Duration::from_millis(300);
@@ -358,13 +359,28 @@ fn adaptive_lifo_is_fifo_until_the_queue_stands_then_evicts_waiters_past_the_tar
         assert_eq!(waiter.reason(), RejectReason::Evicted);
     }
     drop(held);
-    // The fresh waiter is served; the queue drained, so it is FIFO again.
     let held = fresh.outcome().unwrap();
+    // Still standing though the queue emptied: newest first.
     let mut c = Waiter::queue(bulkhead.acquire_async());
     let mut d = Waiter::queue(bulkhead.acquire_async());
     drop(held);
-    drop(c.outcome().unwrap());
-    drop(d.outcome().unwrap());
+    let held = d.outcome().unwrap();
+    assert!(c.pending(), "LIFO while the queue stands");
+    drop(c);
+    // No waiter past the target for a whole interval (each sample, a queued caller, is
+    // fresh): FIFO again.
+    let healthy = std::time::Instant::now();
+    while healthy.elapsed() < interval + Duration::from_millis(100) {
+        drop(Waiter::queue(bulkhead.acquire_async()));
+        thread::sleep(Duration::from_millis(20));
+    }
+    let mut e = Waiter::queue(bulkhead.acquire_async());
+    let mut f = Waiter::queue(bulkhead.acquire_async());
+    drop(held);
+    let permit = e.outcome().unwrap();
+    assert!(f.pending(), "FIFO once the queue stopped standing");
+    drop(permit);
+    drop(f.outcome().unwrap());
     common::assert_quiescent(&bulkhead, 1);
 }
 

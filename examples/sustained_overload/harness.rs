@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bulkhead::{Bulkhead, BulkheadConfig, BulkheadConfigBuilder};
+use bulkhead::{Bulkhead, BulkheadConfig, BulkheadConfigBuilder, QueueOrder};
 use tokio::sync::Semaphore;
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt};
@@ -74,17 +74,34 @@ pub struct Contender {
     pub front_end: fn(&Scenario) -> FrontEnd,
 }
 
-/// The contenders, in report order.
-///
-/// `bulkhead`'s LIFO and adaptive LIFO queue orders go here, after `bulkhead-fifo`, once
-/// `QueueOrder` exists: a `Contender` each whose `front_end` is
-/// `|s| FrontEnd::Bulkhead(s.bulkhead_config(|b| b.queue_order(QueueOrder::Lifo)))`
-/// (or `QueueOrder::AdaptiveLifo { target, interval }`). Their refusals, `Evicted`
-/// included, are counted by `RejectReason::label` with no other change.
+/// Adaptive LIFO's target: half the downstream's own latency, so a served call waits at
+/// most about that long once the queue stands.
+pub const ADAPTIVE_TARGET: Duration = Duration::from_millis(10);
+/// Adaptive LIFO's interval: how long the oldest waiter must stay past the target before
+/// the queue counts as standing (CoDel's usual 100 ms).
+pub const ADAPTIVE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The contenders, in report order. Refusals, `Evicted` included, are counted by
+/// `RejectReason::label`.
 pub const CONTENDERS: &[Contender] = &[
     Contender {
         name: "bulkhead-fifo",
         front_end: |s| FrontEnd::Bulkhead(s.bulkhead_config(|b| b)),
+    },
+    Contender {
+        name: "bulkhead-lifo",
+        front_end: |s| FrontEnd::Bulkhead(s.bulkhead_config(|b| b.queue_order(QueueOrder::Lifo))),
+    },
+    Contender {
+        name: "bulkhead-adaptive-lifo",
+        front_end: |s| {
+            FrontEnd::Bulkhead(s.bulkhead_config(|b| {
+                b.queue_order(QueueOrder::AdaptiveLifo {
+                    target: ADAPTIVE_TARGET,
+                    interval: ADAPTIVE_INTERVAL,
+                })
+            }))
+        },
     },
     Contender { name: "tokio-semaphore+timeout", front_end: |_| FrontEnd::TokioTimeout },
     Contender { name: "tower-resilience-bulkhead", front_end: |_| FrontEnd::TowerResilience },

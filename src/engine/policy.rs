@@ -22,14 +22,16 @@ use core::time::Duration;
 ///
 /// # Adaptive LIFO
 ///
-/// FIFO while the queue drains. Once the oldest waiter has been older than `target` for a
-/// whole `interval` (CoDel's test: the *minimum* queueing delay over an interval exceeds the
-/// target), the queue counts as standing: it serves the newest first and refuses, with
-/// [`RejectReason::Evicted`](crate::RejectReason::Evicted), every waiter older than `target`
-/// it finds when it next serves or queues. It returns to FIFO once the queue is empty.
-/// Ages are measured on the bulkhead's clock when a waiter queues; checks happen when a
-/// permit is released, a caller queues or a waiter leaves (so a waiter may outlive `target`
-/// by the time to the next of those, and never its own max wait).
+/// FIFO while the queue drains in time. Once the oldest waiter has been older than `target`
+/// for a whole `interval` (CoDel's test: the *minimum* queueing delay over an interval
+/// exceeds the target), the queue counts as standing: it serves the newest first and
+/// refuses, with [`RejectReason::Evicted`](crate::RejectReason::Evicted), every waiter older
+/// than `target` it finds when it next serves or queues, except the one it serves next (a
+/// freed permit never idles while anyone waits). It returns to FIFO once no waiter has been
+/// older than `target` for a whole `interval`; a queue that empties now and then under
+/// sustained overload stays standing. Ages are measured on the bulkhead's clock when a
+/// waiter queues; checks happen when a permit is released or a caller queues (so a waiter
+/// may outlive `target` by the time to the next of those, and never its own max wait).
 ///
 /// # Examples
 ///
@@ -55,8 +57,9 @@ pub enum QueueOrder {
     Fifo,
     /// Newest first; a full queue refuses its oldest waiter to make room.
     Lifo,
-    /// FIFO while the queue drains; LIFO, refusing waiters older than `target`, once the
-    /// oldest waiter has stayed older than `target` for `interval`.
+    /// FIFO while the queue drains in time; LIFO, refusing waiters older than `target`, once
+    /// the oldest waiter has stayed older than `target` for `interval`, until no waiter has
+    /// been for `interval`.
     AdaptiveLifo {
         /// The queueing delay the queue should stay under (CoDel's target; 5–20 ms is usual,
         /// well under the callers' own deadline).

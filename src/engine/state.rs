@@ -473,7 +473,8 @@ struct Queue {
     order: QueueOrder,
     /// Adaptive LIFO: the queue stands (serve newest first, evict waiters past the target).
     standing: bool,
-    /// Adaptive LIFO: since when the oldest waiter has been older than the target.
+    /// Adaptive LIFO, not standing: since when the oldest waiter has been older than the
+    /// target; standing: since when no waiter has been (`None`: one is now).
     above_since: Option<Instant>,
     /// Permits a sheddable waiter must leave free (`sheddable_headroom`).
     headroom: u32,
@@ -677,11 +678,6 @@ impl Queue {
                     self.max_deadline = None;
                 }
             }
-            if self.live == 0 {
-                // The queue drained: adaptive LIFO is back to FIFO.
-                self.standing = false;
-                self.above_since = None;
-            }
         }
     }
 
@@ -754,8 +750,17 @@ impl Queue {
     /// and, while it stands, takes out the first waiter older than the target (`Evicted`),
     /// returning its wake. `None` when nobody is to be evicted (or the order is not
     /// adaptive).
+    ///
+    /// The queue starts standing once its oldest waiter has stayed older than `target` for
+    /// `interval`, and stops once no waiter has been older than `target` for `interval`
+    /// (the same test, the other way): a queue that empties now and then under sustained
+    /// overload (every waiter past the target refused) stays standing, instead of going
+    /// back to FIFO and letting a new standing queue build for an interval.
     fn age(&mut self, now: Instant, clock: &Clock) -> Option<Option<Wake>> {
         let QueueOrder::AdaptiveLifo { target, interval } = self.order else { return None };
+        let past = |since: Option<Instant>| {
+            since.is_some_and(|since| since < now && clock.between(since, now) >= interval)
+        };
         let older_than = |since: Option<Instant>| {
             since.is_some_and(|since| since < now && clock.between(since, now) > target)
         };
@@ -766,17 +771,32 @@ impl Queue {
                 break;
             }
         }
-        if oldest_aged == NIL {
-            self.above_since = None;
-            return None;
-        }
-        if !self.standing {
-            let since = *self.above_since.get_or_insert(now);
-            if since < now && clock.between(since, now) >= interval {
-                self.standing = true;
-            } else {
+        if self.standing {
+            if oldest_aged == NIL {
+                let since = *self.above_since.get_or_insert(now);
+                if past(Some(since)) {
+                    self.standing = false;
+                    self.above_since = None;
+                }
                 return None;
             }
+            self.above_since = None;
+        } else {
+            if oldest_aged == NIL {
+                self.above_since = None;
+                return None;
+            }
+            let since = *self.above_since.get_or_insert(now);
+            if !past(Some(since)) {
+                return None;
+            }
+            self.standing = true;
+            self.above_since = None;
+        }
+        if oldest_aged == self.next() {
+            // The only waiter left of the classes served first: served, not refused, so a
+            // freed permit never sits idle while someone waits (work conserving).
+            return None;
         }
         Some(self.end(oldest_aged, SlotState::Evicted))
     }
