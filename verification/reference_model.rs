@@ -17,11 +17,23 @@
 //! limit with `ExceedsLimit`. A weighted queued acquire's deadline is kept by the engine's
 //! timer (an hour away), so the model never expires one.
 //!
+//! Queue order and criticality (issue 20): the config has a `queue_order` (FIFO or LIFO) and
+//! a `sheddable_headroom` h (0..=limit), both changed by `ChangeConfig`; `try_acquire_many`
+//! and `acquire_many_async` take a `Request` in a class (critical, default, sheddable). The
+//! model keeps one queue in arrival order and derives each class's list from it: the next
+//! waiter is the first of the highest class queued (its oldest under FIFO, its newest under
+//! LIFO), the last-served one the last of the lowest class; a sheddable request requires
+//! n + h free; a newcomer served before everyone queued is granted at once, and one that finds
+//! the queue at its cap evicts the last-served waiter (`Evicted`) if it is served before it,
+//! or is refused `TooManyWaiting`. Adaptive LIFO is left out: it switches on the real clock
+//! (queueing delay against a target), which a sequential model cannot drive; the engine's
+//! own tests and `tests/queue_policy.rs` cover it.
+//!
 //! Runs under a plain `cargo test --test reference_model`; `PROPTEST_CASES` sets the number
 //! of sequences (default 512 here).
 #![cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::future::Future;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -30,7 +42,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use bulkhead::{Bulkhead, BulkheadConfig, BulkheadEventKind, BulkheadFull, Permit, RejectReason};
+use bulkhead::{
+    Bulkhead, BulkheadConfig, BulkheadEventKind, BulkheadFull, Criticality, Permit, QueueOrder,
+    RejectReason, Request,
+};
 use proptest::prelude::*;
 use proptest::test_runner::{TestError, TestRunner};
 
@@ -55,18 +70,39 @@ impl Wait {
     }
 }
 
+/// The queue orders the model knows (adaptive LIFO reads the real clock: left out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Order {
+    Fifo,
+    Lifo,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Config {
     limit: usize,
     cap: Option<usize>,
     wait: Wait,
+    order: Order,
+    /// `sheddable_headroom`, at most `limit` (the builder refuses more).
+    headroom: usize,
 }
 
 impl Config {
+    /// FIFO, no headroom: the configuration of the pinned sequences.
+    fn plain(limit: usize, cap: Option<usize>, wait: Wait) -> Config {
+        Config { limit, cap, wait, order: Order::Fifo, headroom: 0 }
+    }
+
     fn build(self) -> BulkheadConfig {
+        let order = match self.order {
+            Order::Fifo => QueueOrder::Fifo,
+            Order::Lifo => QueueOrder::Lifo,
+        };
         let mut builder = BulkheadConfig::builder()
             .max_concurrent_calls(self.limit)
-            .max_wait_duration(self.wait.duration());
+            .max_wait_duration(self.wait.duration())
+            .queue_order(order)
+            .sheddable_headroom(self.headroom);
         if let Some(cap) = self.cap {
             builder = builder.max_waiting_calls(cap);
         }
@@ -101,6 +137,10 @@ enum Op {
     Split(usize, u32),
     /// Merges held permit `j` into held permit `i` (when they differ).
     Merge(usize, usize),
+    /// `try_acquire_many(Request::permits(n).criticality(c))`.
+    TryAcquireClassed(u32, Criticality),
+    /// A new `acquire_many_async(Request::permits(n).criticality(c))`, polled once.
+    QueueClassed(u32, Criticality),
 }
 
 fn config_strategy() -> impl Strategy<Value = Config> {
@@ -108,8 +148,30 @@ fn config_strategy() -> impl Strategy<Value = Config> {
         0..=3usize,
         prop_oneof![3 => Just(None), 1 => (0..=2usize).prop_map(Some)],
         prop_oneof![1 => Just(Wait::Zero), 4 => Just(Wait::Hour), 1 => Just(Wait::Unbounded)],
+        prop_oneof![3 => Just(Order::Fifo), 2 => Just(Order::Lifo)],
+        prop_oneof![2 => Just(0usize), 3 => 1..=3usize],
     )
-        .prop_map(|(limit, cap, wait)| Config { limit, cap, wait })
+        .prop_map(|(limit, cap, wait, order, headroom)| Config {
+            limit,
+            cap,
+            wait,
+            order,
+            // The builder refuses a headroom above the limit.
+            headroom: headroom.min(limit),
+        })
+}
+
+fn class_strategy() -> impl Strategy<Value = Criticality> {
+    prop_oneof![
+        Just(Criticality::Critical),
+        Just(Criticality::Default),
+        Just(Criticality::Sheddable)
+    ]
+}
+
+/// A classed request's permits: mostly one, sometimes none or above the limit.
+fn classed_permits() -> impl Strategy<Value = u32> {
+    prop_oneof![3 => Just(1u32), 2 => 0..=4u32]
 }
 
 fn op_strategy() -> impl Strategy<Value = Op> {
@@ -127,7 +189,29 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         3 => (0..=4u32).prop_map(Op::QueueMany),
         1 => (any::<usize>(), 0..=3u32).prop_map(|(i, n)| Op::Split(i, n)),
         1 => (any::<usize>(), any::<usize>()).prop_map(|(i, j)| Op::Merge(i, j)),
+        2 => (classed_permits(), class_strategy()).prop_map(|(n, c)| Op::TryAcquireClassed(n, c)),
+        3 => (classed_permits(), class_strategy()).prop_map(|(n, c)| Op::QueueClassed(n, c)),
     ]
+}
+
+/// A queued caller, as the model sees it.
+#[derive(Clone, Copy, Debug)]
+struct Waiter {
+    id: u64,
+    /// Permits asked for.
+    need: u32,
+    class: Criticality,
+}
+
+/// What a waiting acquire that passed the fast path's refusals gets under the queue lock.
+#[derive(Debug, PartialEq, Eq)]
+enum Enqueue {
+    /// Served before everyone queued, with its requirement free: granted at once.
+    Granted,
+    /// The queue is at its cap and the newcomer is not served before its last-served waiter.
+    TooManyWaiting,
+    /// Queued, after evicting the waiter with this id (`None`: nobody evicted).
+    Queued(Option<u64>),
 }
 
 /// The sequential model.
@@ -136,8 +220,9 @@ struct Model {
     config: Config,
     /// Free permits; negative while a shrink's debt is unpaid.
     available: i64,
-    /// Queued callers, oldest first: (id, permits asked for).
-    queue: VecDeque<(u64, u32)>,
+    /// Queued callers in arrival order, every class together: a class's list is the
+    /// subsequence of that class (oldest first).
+    queue: Vec<Waiter>,
     /// Queued callers that were handed a permit and have not been polled since.
     granted: HashSet<u64>,
     /// Whether `close` ran.
@@ -146,6 +231,8 @@ struct Model {
     refused: HashSet<u64>,
     /// Queued callers refused at the head for asking more than a shrunk limit.
     exceeded: HashSet<u64>,
+    /// Queued callers evicted to make room for a newcomer served before them.
+    evicted: HashSet<u64>,
 }
 
 impl Model {
@@ -153,11 +240,12 @@ impl Model {
         Model {
             config,
             available: config.limit as i64,
-            queue: VecDeque::new(),
+            queue: Vec::new(),
             granted: HashSet::new(),
             closed: false,
             refused: HashSet::new(),
             exceeded: HashSet::new(),
+            evicted: HashSet::new(),
         }
     }
 
@@ -165,10 +253,101 @@ impl Model {
         self.free_for_many(1)
     }
 
-    /// Whether a newcomer asking for `n` is granted at once: an empty request unless
-    /// closed; otherwise open, nobody queued and `n` free.
+    /// Whether a default-class newcomer asking for `n` is granted at once by the fast path:
+    /// an empty request unless closed; otherwise open, nobody queued and `n` free.
     fn free_for_many(&self, n: u32) -> bool {
         !self.closed && (n == 0 || (self.queue.is_empty() && self.available >= i64::from(n)))
+    }
+
+    /// Whether the newest of a class is served first.
+    fn newest_first(&self) -> bool {
+        self.config.order == Order::Lifo
+    }
+
+    /// The index in `queue` of the waiter served next: the first of the highest class
+    /// queued, its oldest (FIFO) or its newest (LIFO).
+    fn next(&self) -> Option<usize> {
+        let top = self.queue.iter().map(|w| w.class).min()?;
+        let mut of_class = (0..self.queue.len()).filter(|&i| self.queue[i].class == top);
+        if self.newest_first() {
+            of_class.next_back()
+        } else {
+            of_class.next()
+        }
+    }
+
+    /// The index of the waiter served last: the last of the lowest class queued, its newest
+    /// (FIFO) or its oldest (LIFO).
+    fn last_served(&self) -> Option<usize> {
+        let bottom = self.queue.iter().map(|w| w.class).max()?;
+        let mut of_class = (0..self.queue.len()).filter(|&i| self.queue[i].class == bottom);
+        if self.newest_first() {
+            of_class.next()
+        } else {
+            of_class.next_back()
+        }
+    }
+
+    /// Whether a newcomer of `class` is served before queued waiter `i`.
+    fn served_before(&self, class: Criticality, i: usize) -> bool {
+        let queued = self.queue[i].class;
+        class < queued || (class == queued && self.newest_first())
+    }
+
+    /// Whether a newcomer of `class` is served before everyone queued.
+    fn newcomer_first(&self, class: Criticality) -> bool {
+        self.next().map_or(true, |i| self.served_before(class, i))
+    }
+
+    /// The permits that must be free to grant `n` in `class`: a sheddable request leaves
+    /// the headroom.
+    fn required(&self, n: u32, class: Criticality) -> i64 {
+        let headroom = if class == Criticality::Sheddable { self.config.headroom } else { 0 };
+        i64::from(n) + headroom as i64
+    }
+
+    /// Whether a non-waiting `try_acquire_many(Request::permits(n).criticality(class))` is
+    /// granted: an empty request unless closed; a default one as `free_for_many`; a
+    /// sheddable one also leaves the headroom; a critical one needs only `n` free and to be
+    /// served before everyone queued.
+    fn try_admits(&self, n: u32, class: Criticality) -> bool {
+        if self.closed || n == 0 {
+            return !self.closed;
+        }
+        let free = self.available >= self.required(n, class);
+        match class {
+            Criticality::Critical => free && self.newcomer_first(class),
+            _ => free && self.queue.is_empty(),
+        }
+    }
+
+    /// Under the queue lock, a waiting acquire that the fast path refused (open, a max wait,
+    /// `n` within the limit, `n` > 0): granted if served before everyone queued with its
+    /// requirement free; else, at the cap, it evicts the last-served waiter if served before
+    /// it, or is refused; else it queues. Does not change the model.
+    fn enqueue_outcome(&self, n: u32, class: Criticality) -> Enqueue {
+        if self.newcomer_first(class) && self.available >= self.required(n, class) {
+            return Enqueue::Granted;
+        }
+        if self.config.cap.is_some_and(|cap| self.queue.len() >= cap) {
+            return match self.last_served() {
+                Some(last) if self.served_before(class, last) => {
+                    Enqueue::Queued(Some(self.queue[last].id))
+                }
+                _ => Enqueue::TooManyWaiting,
+            };
+        }
+        Enqueue::Queued(None)
+    }
+
+    /// Queues waiter `waiter` after evicting `evict`, then drains.
+    fn push(&mut self, waiter: Waiter, evict: Option<u64>) {
+        if let Some(evict) = evict {
+            self.queue.retain(|w| w.id != evict);
+            self.evicted.insert(evict);
+        }
+        self.queue.push(waiter);
+        self.drain();
     }
 
     /// A request above the limit (a request for 1 never is: limit 0 waits for growth).
@@ -191,7 +370,7 @@ impl Model {
     /// Refuses every queued caller; permits free and in flight are untouched.
     fn close(&mut self) {
         self.closed = true;
-        self.refused.extend(self.queue.drain(..).map(|(id, _)| id));
+        self.refused.extend(self.queue.drain(..).map(|w| w.id));
     }
 
     /// The reason a newcomer that found no free permit and may not wait is given.
@@ -203,15 +382,17 @@ impl Model {
         }
     }
 
-    /// Hands free permits to the oldest queued callers: each head's whole request, in
-    /// order, stopping at the first it cannot satisfy; a head above the limit is refused.
+    /// Hands free permits to the queued callers in serving order: each next waiter's whole
+    /// request (plus the headroom for a sheddable one), stopping at the first it cannot
+    /// satisfy; a next waiter above the limit is refused.
     fn drain(&mut self) {
-        while let Some(&(id, need)) = self.queue.front() {
+        while let Some(i) = self.next() {
+            let Waiter { id, need, class } = self.queue[i];
             if self.exceeds(need) {
-                self.queue.pop_front();
+                self.queue.remove(i);
                 self.exceeded.insert(id);
-            } else if self.available >= i64::from(need) {
-                self.queue.pop_front();
+            } else if self.available >= self.required(need, class) {
+                self.queue.remove(i);
                 self.available -= i64::from(need);
                 self.granted.insert(id);
             } else {
@@ -231,11 +412,31 @@ impl Model {
         self.drain();
     }
 
-    /// A queued caller leaves; a waiter it held back may now be served.
+    /// A queued caller leaves; if it was the next waiter, the new next may be served.
     fn withdraw(&mut self, id: u64) {
-        self.queue.retain(|&(q, _)| q != id);
-        self.drain();
+        let was_next = self.next().is_some_and(|i| self.queue[i].id == id);
+        self.queue.retain(|w| w.id != id);
+        if was_next {
+            self.drain();
+        }
     }
+}
+
+/// Whether an evicted waiter's `waited` is plausible: the time the harness took (well
+/// under a minute).
+///
+/// KNOWN ENGINE BUG (issue 20, found by this model, reported to the integrator; pinned by the
+/// ignored test `evicted_waiter_reports_the_time_it_waited`): an async waiter with a bounded
+/// max wait that is evicted reports `waited` = its whole max wait (3600 s here), because
+/// `Core::waited` (src/bulkhead/future.rs) raises every outcome's wait to the deadline's,
+/// meant for time-outs only. Until that is fixed this also accepts exactly that value
+/// (at least the max wait, within a minute of it); once fixed, drop the second arm and
+/// un-ignore the pinned test.
+fn evicted_waited_ok(waited: Duration, wait: Wait) -> bool {
+    let short = Duration::from_secs(60);
+    let known_bug =
+        wait == Wait::Hour && waited >= wait.duration() && waited < wait.duration() + short;
+    waited < short || known_bug
 }
 
 /// A waker that counts its wake-ups.
@@ -314,6 +515,7 @@ struct Seen {
     too_many_waiting: u64,
     closed: u64,
     exceeds_limit: u64,
+    evicted: u64,
     /// `BulkheadEventKind::Closed` events (not a call: no counter; at most one, for the
     /// first `close`).
     close_events: u64,
@@ -327,6 +529,7 @@ impl Seen {
             RejectReason::TooManyWaiting => self.too_many_waiting += 1,
             RejectReason::Closed => self.closed += 1,
             RejectReason::ExceedsLimit => self.exceeds_limit += 1,
+            RejectReason::Evicted => self.evicted += 1,
             other => panic!("unexpected reason {other:?}"),
         }
     }
@@ -381,12 +584,17 @@ impl<'a> Harness<'a> {
     }
 
     /// A new async acquire, polled once: `acquire_async_with_sleep` (its sleep completed by
-    /// the harness), or with `many`, `acquire_many_async(n)`, whose deadline (an hour, or
-    /// none) the engine's timer keeps and never reaches here.
-    fn queue(&mut self, many: Option<u32>) {
+    /// the harness), or with `many`, `acquire_many_async(n)` in `class`, whose deadline (an
+    /// hour, or none) the engine's timer keeps and never reaches here.
+    fn queue(&mut self, many: Option<u32>, class: Criticality) {
         let sleep = Arc::new(Sleep::default());
         let future: AcquireFuture<'a> = match many {
-            Some(n) => Box::pin(self.bulkhead.acquire_many_async(n)),
+            Some(n) if class == Criticality::Default => {
+                Box::pin(self.bulkhead.acquire_many_async(n))
+            }
+            Some(n) => {
+                Box::pin(self.bulkhead.acquire_many_async(Request::permits(n).criticality(class)))
+            }
             None => {
                 let arm = Arc::clone(&sleep);
                 Box::pin(self.bulkhead.acquire_async_with_sleep(move |_wait| {
@@ -403,48 +611,96 @@ impl<'a> Harness<'a> {
             Pending { id, future, waker: Arc::default(), sleep, wait: config.wait, many };
         let result = pending.poll();
         let armed = pending.sleep.armed.load(SeqCst);
-        let free = self.model.free_for_many(n);
-        let over_cap = config.cap.is_some_and(|cap| self.model.queue.len() >= cap);
+        // The fast path (a non-waiting acquire), then the refusals that need no queue, then
+        // the queue lock.
+        let model = &self.model;
+        let expected = if model.try_admits(n, class) {
+            Enqueue::Granted
+        } else if model.closed || model.exceeds(n) || n == 0 || config.wait == Wait::Zero {
+            let reason = model.refusal_many(n);
+            let err = match result {
+                Poll::Ready(Err(err)) => err,
+                other => panic!(
+                    "acquire {id} of {n} ({class}): {:?}, the model refuses {reason:?}",
+                    other.map(|r| r.map(drop))
+                ),
+            };
+            assert_eq!(armed, 0, "armed a sleep without queueing");
+            self.expect_full(&err, reason);
+            return;
+        } else {
+            model.enqueue_outcome(n, class)
+        };
+        let evict = match expected {
+            Enqueue::Queued(evict) => evict,
+            _ => None,
+        };
+        if let Enqueue::Queued(evict) = expected {
+            self.model.push(Waiter { id, need: n, class }, evict);
+        }
+        // The drain after queueing may end the newcomer's own wait at once.
+        let granted_at_once = expected == Enqueue::Granted || self.model.granted.remove(&id);
         match result {
             Poll::Ready(Ok(permit)) => {
-                assert!(free, "admitted {n}, but the model has too few free");
+                assert!(
+                    granted_at_once,
+                    "acquire {id} of {n} ({class}) admitted, model: {expected:?}"
+                );
                 assert_eq!(armed, 0, "armed a sleep without queueing");
                 assert_eq!(permit.num_permits(), n);
-                self.model.available -= i64::from(n);
+                if expected == Enqueue::Granted {
+                    self.model.available -= i64::from(n);
+                }
                 self.permits.push(permit);
                 self.seen.permitted += 1;
             }
             Poll::Ready(Err(err)) => {
-                assert!(!free, "refused ({err}), but {n} were free");
+                assert!(
+                    !granted_at_once,
+                    "acquire {id} of {n} ({class}) refused ({err}), model: granted"
+                );
                 assert_eq!(armed, 0, "armed a sleep without queueing");
-                let reason = if self.model.closed || self.model.exceeds(n) || n == 0 {
-                    self.model.refusal_many(n)
-                } else if config.wait == Wait::Zero {
-                    RejectReason::Full
+                let reason = if self.model.exceeded.remove(&id) {
+                    RejectReason::ExceedsLimit
                 } else {
-                    assert!(over_cap, "refused ({err}) below the waiter cap");
+                    assert_eq!(expected, Enqueue::TooManyWaiting, "acquire {id} refused ({err})");
                     RejectReason::TooManyWaiting
                 };
                 self.expect_full(&err, reason);
             }
             Poll::Pending => {
-                assert!(!free, "queued while {n} were free");
+                assert!(
+                    matches!(expected, Enqueue::Queued(_)) && !granted_at_once,
+                    "acquire {id} of {n} ({class}) queued, model: {expected:?}"
+                );
                 assert!(!self.model.closed, "queued on a closed bulkhead");
                 assert!(!self.model.exceeds(n), "queued a request above the limit");
                 assert_ne!(config.wait, Wait::Zero, "queued with a zero max wait");
-                assert!(!over_cap, "queued beyond the waiter cap");
                 let sleeps = many.is_none() && config.wait == Wait::Hour;
                 assert_eq!(armed, usize::from(sleeps), "make_sleep calls");
-                self.model.queue.push_back((id, n));
                 self.pending.push(pending);
             }
         }
+        if let Some(evicted) = evict {
+            // The evicted waiter was woken; it finds `Evicted` on its next poll.
+            let waiter = self.pending.iter().find(|p| p.id == evicted).expect("evicted is pending");
+            assert!(
+                waiter.waker.0.load(SeqCst) > 0,
+                "acquire {evicted} was evicted for acquire {id} but not woken"
+            );
+        }
     }
 
-    /// `try_acquire_many(n)`.
-    fn try_acquire_many(&mut self, n: u32) {
-        let result = self.bulkhead.try_acquire_many(n);
-        if self.model.free_for_many(n) {
+    /// `try_acquire_many(n)`, or with `class`, `try_acquire_many(Request::permits(n).criticality(c))`.
+    fn try_acquire_many(&mut self, n: u32, class: Option<Criticality>) {
+        let (result, admits) = match class {
+            None => (self.bulkhead.try_acquire_many(n), self.model.free_for_many(n)),
+            Some(class) => (
+                self.bulkhead.try_acquire_many(Request::permits(n).criticality(class)),
+                self.model.try_admits(n, class),
+            ),
+        };
+        if admits {
             let permit = result.expect("the model has the permits free");
             assert_eq!(permit.num_permits(), n);
             self.model.available -= i64::from(n);
@@ -521,6 +777,21 @@ impl<'a> Harness<'a> {
             self.pending.remove(i);
             return;
         }
+        if self.model.evicted.remove(&id) {
+            match pending.poll() {
+                Poll::Ready(Err(err)) => {
+                    assert_eq!(err.reason(), RejectReason::Evicted, "{err}");
+                    self.seen.refused(err.reason());
+                    assert_eq!(err.max_concurrent_calls(), self.model.config.limit);
+                    assert!(evicted_waited_ok(err.waited(), pending.wait), "evicted {id}: {err:?}");
+                }
+                other => {
+                    panic!("acquire {id} was evicted: {:?}", other.map(|r| r.map(drop)))
+                }
+            }
+            self.pending.remove(i);
+            return;
+        }
         if self.model.refused.remove(&id) {
             match pending.poll() {
                 Poll::Ready(Err(err)) => self.expect_full(&err, RejectReason::Closed),
@@ -579,8 +850,11 @@ impl<'a> Harness<'a> {
         if self.model.granted.remove(&id) {
             // The permits granted to a dropped acquire pass on to the next waiters.
             self.model.release(need);
-        } else if self.model.refused.remove(&id) || self.model.exceeded.remove(&id) {
-            // Refused by close: it held nothing.
+        } else if self.model.refused.remove(&id)
+            || self.model.exceeded.remove(&id)
+            || self.model.evicted.remove(&id)
+        {
+            // Refused (close, above the limit, evicted): it held nothing.
         } else {
             self.model.withdraw(id);
         }
@@ -605,7 +879,7 @@ impl<'a> Harness<'a> {
         let unwound = catch_unwind(AssertUnwindSafe(|| {
             bulkhead.call(|| {
                 for _ in 0..queued {
-                    self.queue(None);
+                    self.queue(None, Criticality::Default);
                 }
                 resume_unwind(Box::new(PANIC));
             })
@@ -625,15 +899,17 @@ impl<'a> Harness<'a> {
     fn step(&mut self, op: &Op) {
         match *op {
             Op::TryAcquire => self.try_acquire(),
-            Op::Queue => self.queue(None),
+            Op::Queue => self.queue(None, Criticality::Default),
             Op::Poll(i) => self.poll(i, false),
             Op::Expire(i) => self.poll(i, true),
             Op::DropPermit(i) => self.drop_permit(i),
             Op::DropPending(i) => self.drop_pending(i),
             Op::ChangeConfig(config) => self.change_config(config),
             Op::PanickingCall { queued } => self.panicking_call(queued),
-            Op::TryAcquireMany(n) => self.try_acquire_many(n),
-            Op::QueueMany(n) => self.queue(Some(n)),
+            Op::TryAcquireMany(n) => self.try_acquire_many(n, None),
+            Op::QueueMany(n) => self.queue(Some(n), Criticality::Default),
+            Op::TryAcquireClassed(n, class) => self.try_acquire_many(n, Some(class)),
+            Op::QueueClassed(n, class) => self.queue(Some(n), class),
             Op::Split(i, n) => self.split(i, n),
             Op::Merge(i, j) => self.merge(i, j),
             Op::Close => {
@@ -683,6 +959,7 @@ impl<'a> Harness<'a> {
             too_many_waiting: m.calls_rejected(RejectReason::TooManyWaiting),
             closed: m.calls_rejected(RejectReason::Closed),
             exceeds_limit: m.calls_rejected(RejectReason::ExceedsLimit),
+            evicted: m.calls_rejected(RejectReason::Evicted),
             // Not counted: the first close is the only one that emits.
             close_events: u64::from(m.is_closed()),
         };
@@ -697,18 +974,34 @@ impl<'a> Harness<'a> {
             .map(|p| i64::from(p.many.unwrap_or(1)))
             .sum();
         assert_eq!(held + granted, limit - model.available, "permits held + granted vs. the model");
+        // The model's own invariant: after every step its next waiter cannot be served.
+        if let Some(i) = model.next() {
+            let Waiter { need, class, .. } = model.queue[i];
+            assert!(
+                !model.exceeds(need) && model.available < model.required(need, class),
+                "model: the next waiter is servable ({model:?})"
+            );
+        }
         for pending in &self.pending {
             // A queued caller the model did not serve was not woken by a grant: a waiter for
             // 2 must not wake on 1 (kotlinx PR #1553). Wakes by close, a shrink's refusal or
             // its own sleep are allowed.
             let served = model.granted.contains(&pending.id)
                 || model.refused.contains(&pending.id)
-                || model.exceeded.contains(&pending.id);
+                || model.exceeded.contains(&pending.id)
+                || model.evicted.contains(&pending.id);
             if pending.many.is_some() && !served {
                 assert_eq!(
                     pending.waker.0.load(SeqCst),
                     0,
                     "queued acquire {} was woken though the model did not serve it",
+                    pending.id
+                );
+            }
+            if model.evicted.contains(&pending.id) {
+                assert!(
+                    pending.waker.0.load(SeqCst) > 0,
+                    "pending acquire {} was evicted but not woken",
                     pending.id
                 );
             }
@@ -822,8 +1115,32 @@ fn minimize(initial: Config, mut ops: Vec<Op>) -> Vec<Op> {
 /// caller that queued from inside the panicking closure.
 #[test]
 fn panicking_call_hands_permit_to_waiter_queued_inside() {
-    let config = Config { limit: 1, cap: None, wait: Wait::Hour };
+    let config = Config::plain(1, None, Wait::Hour);
     run(config, &[Op::PanickingCall { queued: 2 }, Op::Poll(0), Op::DropPermit(0), Op::Poll(0)]);
+}
+
+/// Engine bug found by the model (issue 20): a LIFO queue at its cap evicts its oldest
+/// waiter for a newcomer; the evicted acquire (bounded wait, an hour) reports having waited
+/// the whole hour. Minimal sequence as the model reported it. Ignored until the engine is
+/// fixed (`Core::waited` in src/bulkhead/future.rs applies the time-out's floor to
+/// evictions too); then remove `#[ignore]` and the tolerance in `evicted_waited_ok`.
+#[test]
+#[ignore = "engine bug: an evicted bounded async waiter reports waited = its max wait"]
+fn evicted_waiter_reports_the_time_it_waited() {
+    let bulkhead = Bulkhead::new(
+        "reference_model",
+        Config { limit: 0, cap: Some(1), wait: Wait::Hour, order: Order::Lifo, headroom: 0 }
+            .build(),
+    );
+    let waker = Waker::from(Arc::new(CountingWaker::default()));
+    let mut cx = Context::from_waker(&waker);
+    let mut oldest = Box::pin(bulkhead.acquire_async());
+    assert!(oldest.as_mut().poll(&mut cx).is_pending());
+    let mut newest = Box::pin(bulkhead.acquire_many_async(1));
+    assert!(newest.as_mut().poll(&mut cx).is_pending());
+    let Poll::Ready(Err(err)) = oldest.as_mut().poll(&mut cx) else { panic!("not evicted") };
+    assert_eq!(err.reason(), RejectReason::Evicted);
+    assert!(err.waited() < Duration::from_secs(60), "{err:?}");
 }
 
 /// Tombstones behind a long waiter: 20 queued acquires time out behind the oldest, which
@@ -832,7 +1149,7 @@ fn panicking_call_hands_permit_to_waiter_queued_inside() {
 /// tombstones (this kills cargo-mutants' `== with !=` in the compaction filter).
 #[test]
 fn timeout_storm_behind_a_long_waiter_keeps_it_queued() {
-    let config = Config { limit: 1, cap: None, wait: Wait::Hour };
+    let config = Config::plain(1, None, Wait::Hour);
     let mut ops = vec![Op::TryAcquire];
     // Pending index 0 is the long waiter; 1..=20 time out, always the second pending one.
     ops.extend(std::iter::repeat_n(Op::Queue, 21));
@@ -846,7 +1163,7 @@ fn timeout_storm_behind_a_long_waiter_keeps_it_queued() {
 /// their shared core).
 #[test]
 fn acquire_futures_debug_shows_queued_state() {
-    let config = Config { limit: 1, cap: None, wait: Wait::Unbounded };
+    let config = Config::plain(1, None, Wait::Unbounded);
     let bulkhead = Arc::new(Bulkhead::new("reference_model", config.build()));
     let held = bulkhead.try_acquire().expect("free");
     let waker = Waker::from(Arc::new(CountingWaker::default()));
