@@ -194,25 +194,10 @@ fn op_strategy() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// A queued caller, as the model sees it.
-#[derive(Clone, Copy, Debug)]
-struct Waiter {
-    id: u64,
-    /// Permits asked for.
-    need: u32,
-    class: Criticality,
-}
+#[path = "../fuzz/src/queue_model.rs"]
+mod queue_model;
 
-/// What a waiting acquire that passed the fast path's refusals gets under the queue lock.
-#[derive(Debug, PartialEq, Eq)]
-enum Enqueue {
-    /// Served before everyone queued, with its requirement free: granted at once.
-    Granted,
-    /// The queue is at its cap and the newcomer is not served before its last-served waiter.
-    TooManyWaiting,
-    /// Queued, after evicting the waiter with this id (`None`: nobody evicted).
-    Queued(Option<u64>),
-}
+use queue_model::{ClassQueue, Enqueue, Served, Waiter};
 
 /// The sequential model.
 #[derive(Debug)]
@@ -220,9 +205,8 @@ struct Model {
     config: Config,
     /// Free permits; negative while a shrink's debt is unpaid.
     available: i64,
-    /// Queued callers in arrival order, every class together: a class's list is the
-    /// subsequence of that class (oldest first).
-    queue: Vec<Waiter>,
+    /// Queued callers, with the order and headroom of `config` (see `queue_model.rs`).
+    queue: ClassQueue,
     /// Queued callers that were handed a permit and have not been polled since.
     granted: HashSet<u64>,
     /// Whether `close` ran.
@@ -235,12 +219,18 @@ struct Model {
     evicted: HashSet<u64>,
 }
 
+/// The model's queue for `config`'s order and headroom, holding `waiters`.
+fn class_queue(config: Config, waiters: Vec<Waiter>) -> ClassQueue {
+    let headroom = u32::try_from(config.headroom).expect("a small headroom");
+    ClassQueue { waiters, lifo: config.order == Order::Lifo, headroom }
+}
+
 impl Model {
     fn new(config: Config) -> Model {
         Model {
             config,
             available: config.limit as i64,
-            queue: Vec::new(),
+            queue: class_queue(config, Vec::new()),
             granted: HashSet::new(),
             closed: false,
             refused: HashSet::new(),
@@ -259,94 +249,25 @@ impl Model {
         !self.closed && (n == 0 || (self.queue.is_empty() && self.available >= i64::from(n)))
     }
 
-    /// Whether the newest of a class is served first.
-    fn newest_first(&self) -> bool {
-        self.config.order == Order::Lifo
-    }
-
-    /// The index in `queue` of the waiter served next: the first of the highest class
-    /// queued, its oldest (FIFO) or its newest (LIFO).
-    fn next(&self) -> Option<usize> {
-        let top = self.queue.iter().map(|w| w.class).min()?;
-        let mut of_class = (0..self.queue.len()).filter(|&i| self.queue[i].class == top);
-        if self.newest_first() {
-            of_class.next_back()
-        } else {
-            of_class.next()
-        }
-    }
-
-    /// The index of the waiter served last: the last of the lowest class queued, its newest
-    /// (FIFO) or its oldest (LIFO).
-    fn last_served(&self) -> Option<usize> {
-        let bottom = self.queue.iter().map(|w| w.class).max()?;
-        let mut of_class = (0..self.queue.len()).filter(|&i| self.queue[i].class == bottom);
-        if self.newest_first() {
-            of_class.next()
-        } else {
-            of_class.next_back()
-        }
-    }
-
-    /// Whether a newcomer of `class` is served before queued waiter `i`.
-    fn served_before(&self, class: Criticality, i: usize) -> bool {
-        let queued = self.queue[i].class;
-        class < queued || (class == queued && self.newest_first())
-    }
-
-    /// Whether a newcomer of `class` is served before everyone queued.
-    fn newcomer_first(&self, class: Criticality) -> bool {
-        self.next().map_or(true, |i| self.served_before(class, i))
-    }
-
-    /// The permits that must be free to grant `n` in `class`: a sheddable request leaves
-    /// the headroom.
-    fn required(&self, n: u32, class: Criticality) -> i64 {
-        let headroom = if class == Criticality::Sheddable { self.config.headroom } else { 0 };
-        i64::from(n) + headroom as i64
-    }
-
     /// Whether a non-waiting `try_acquire_many(Request::permits(n).criticality(class))` is
-    /// granted: an empty request unless closed; a default one as `free_for_many`; a
-    /// sheddable one also leaves the headroom; a critical one needs only `n` free and to be
-    /// served before everyone queued.
+    /// granted: never once closed; otherwise see `ClassQueue::try_admits`.
     fn try_admits(&self, n: u32, class: Criticality) -> bool {
-        if self.closed || n == 0 {
-            return !self.closed;
-        }
-        let free = self.available >= self.required(n, class);
-        match class {
-            Criticality::Critical => free && self.newcomer_first(class),
-            _ => free && self.queue.is_empty(),
-        }
+        !self.closed && self.queue.try_admits(self.available, n, class)
     }
 
     /// Under the queue lock, a waiting acquire that the fast path refused (open, a max wait,
-    /// `n` within the limit, `n` > 0): granted if served before everyone queued with its
-    /// requirement free; else, at the cap, it evicts the last-served waiter if served before
-    /// it, or is refused; else it queues. Does not change the model.
+    /// `n` within the limit, `n` > 0). Does not change the model.
     fn enqueue_outcome(&self, n: u32, class: Criticality) -> Enqueue {
-        if self.newcomer_first(class) && self.available >= self.required(n, class) {
-            return Enqueue::Granted;
-        }
-        if self.config.cap.is_some_and(|cap| self.queue.len() >= cap) {
-            return match self.last_served() {
-                Some(last) if self.served_before(class, last) => {
-                    Enqueue::Queued(Some(self.queue[last].id))
-                }
-                _ => Enqueue::TooManyWaiting,
-            };
-        }
-        Enqueue::Queued(None)
+        self.queue.enqueue(self.available, self.config.cap, n, class)
     }
 
-    /// Queues waiter `waiter` after evicting `evict`, then drains.
+    /// Queues `waiter` after evicting `evict`, then drains.
     fn push(&mut self, waiter: Waiter, evict: Option<u64>) {
         if let Some(evict) = evict {
-            self.queue.retain(|w| w.id != evict);
+            self.queue.remove(evict);
             self.evicted.insert(evict);
         }
-        self.queue.push(waiter);
+        self.queue.waiters.push(waiter);
         self.drain();
     }
 
@@ -370,7 +291,7 @@ impl Model {
     /// Refuses every queued caller; permits free and in flight are untouched.
     fn close(&mut self) {
         self.closed = true;
-        self.refused.extend(self.queue.drain(..).map(|w| w.id));
+        self.refused.extend(self.queue.waiters.drain(..).map(|w| w.id));
     }
 
     /// The reason a newcomer that found no free permit and may not wait is given.
@@ -386,17 +307,16 @@ impl Model {
     /// request (plus the headroom for a sheddable one), stopping at the first it cannot
     /// satisfy; a next waiter above the limit is refused.
     fn drain(&mut self) {
-        while let Some(i) = self.next() {
-            let Waiter { id, need, class } = self.queue[i];
-            if self.exceeds(need) {
-                self.queue.remove(i);
-                self.exceeded.insert(id);
-            } else if self.available >= self.required(need, class) {
-                self.queue.remove(i);
-                self.available -= i64::from(need);
-                self.granted.insert(id);
-            } else {
-                break;
+        let limit = self.config.limit as i64;
+        while let Some((waiter, served)) = self.queue.drain_step(self.available, limit) {
+            match served {
+                Served::Granted => {
+                    self.available -= i64::from(waiter.need);
+                    self.granted.insert(waiter.id);
+                }
+                Served::Exceeded => {
+                    self.exceeded.insert(waiter.id);
+                }
             }
         }
     }
@@ -409,14 +329,13 @@ impl Model {
     fn change_config(&mut self, config: Config) {
         self.available += config.limit as i64 - self.config.limit as i64;
         self.config = config;
+        self.queue = class_queue(config, std::mem::take(&mut self.queue.waiters));
         self.drain();
     }
 
     /// A queued caller leaves; if it was the next waiter, the new next may be served.
     fn withdraw(&mut self, id: u64) {
-        let was_next = self.next().is_some_and(|i| self.queue[i].id == id);
-        self.queue.retain(|w| w.id != id);
-        if was_next {
+        if self.queue.remove(id) {
             self.drain();
         }
     }
@@ -663,8 +582,9 @@ impl<'a> Harness<'a> {
                 let reason = if self.model.exceeded.remove(&id) {
                     RejectReason::ExceedsLimit
                 } else {
-                    assert_eq!(expected, Enqueue::TooManyWaiting, "acquire {id} refused ({err})");
-                    RejectReason::TooManyWaiting
+                    let reason = RejectReason::TooManyWaiting;
+                    assert_eq!(expected, Enqueue::Refused(reason), "acquire {id} refused ({err})");
+                    reason
                 };
                 self.expect_full(&err, reason);
             }
@@ -975,13 +895,7 @@ impl<'a> Harness<'a> {
             .sum();
         assert_eq!(held + granted, limit - model.available, "permits held + granted vs. the model");
         // The model's own invariant: after every step its next waiter cannot be served.
-        if let Some(i) = model.next() {
-            let Waiter { need, class, .. } = model.queue[i];
-            assert!(
-                !model.exceeds(need) && model.available < model.required(need, class),
-                "model: the next waiter is servable ({model:?})"
-            );
-        }
+        assert!(model.queue.next_waits(model.available, limit), "model: next servable: {model:?}");
         for pending in &self.pending {
             // A queued caller the model did not serve was not woken by a grant: a waiter for
             // 2 must not wake on 1 (kotlinx PR #1553). Wakes by close, a shrink's refusal or

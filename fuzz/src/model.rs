@@ -42,6 +42,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
+#[path = "queue_model.rs"]
+mod queue_model;
+
+use queue_model::{ClassQueue, Enqueue, Served, Waiter};
+
 use bulkhead::{
     Acquire, AcquireOwned, AcquireWithSleep, Bulkhead, BulkheadConfig, BulkheadEventKind,
     BulkheadFull, Criticality, OwnedPermit, Permit, QueueOrder, RejectReason, Request,
@@ -191,26 +196,6 @@ const CLASSED: [u32; 4] = [1, 2, 1, 3];
 /// The id the model's queue gives a blocking caller (`acquire_timeout`) while it waits.
 const BLOCKING: u64 = u64::MAX;
 
-/// A queued caller: id, permits asked for, class.
-#[derive(Clone, Copy, Debug)]
-struct Queued {
-    id: u64,
-    need: u32,
-    class: Criticality,
-}
-
-/// What a waiting acquire gets: on its first poll, or under the queue lock.
-#[derive(Debug, PartialEq, Eq)]
-enum Enqueue {
-    /// Served before everyone queued, its requirement free: granted at once.
-    Granted,
-    /// Refused (at the cap and not served before the last-served waiter: `TooManyWaiting`;
-    /// or, before the queue, `Full` or `ExceedsLimit`).
-    Refused(RejectReason),
-    /// Queued, after evicting the waiter with this id, if any.
-    Queued(Option<u64>),
-}
-
 /// The three kinds of acquire future.
 enum RealFuture<'a> {
     WithSleep(Pin<Box<AcquireWithSleep<'a, MakeSleep, HarnessSleep>>>),
@@ -299,13 +284,9 @@ struct Harness<'a> {
     available: i64,
     wait: WaitMode,
     cap: Option<usize>,
-    /// LIFO (else FIFO) order within a class.
-    lifo: bool,
-    /// `sheddable_headroom`.
-    headroom: i64,
-    /// Queued callers in arrival order, every class together (indices into `futures` are not
-    /// stable, so it holds future ids).
-    queue: Vec<Queued>,
+    /// Queued callers (future ids: indices into `futures` are not stable), with the order
+    /// and the sheddable headroom (see `queue_model.rs`).
+    queue: ClassQueue,
     listeners: usize,
     expected_events: [usize; 7],
     /// What the bulkhead's own counters must read: every event once, listeners or not.
@@ -336,6 +317,11 @@ fn cap_decode(b: u8) -> Option<usize> {
         0..=3 => None,
         n => Some(usize::from(n - 4)), // Some(0..=3)
     }
+}
+
+/// The model's copy of a headroom (at most 3).
+fn headroom_u32(headroom: usize) -> u32 {
+    u32::try_from(headroom).expect("a headroom of at most 3")
 }
 
 /// The headroom bits 4-5 of `b` select, at most `limit` (the builder refuses more).
@@ -387,9 +373,7 @@ pub fn run_ops(data: &[u8]) {
         available: limit as i64,
         wait,
         cap,
-        lifo,
-        headroom: headroom as i64,
-        queue: Vec::new(),
+        queue: ClassQueue { waiters: Vec::new(), lifo, headroom: headroom_u32(headroom) },
         listeners: 0,
         expected_events: [0; 7],
         expected_counts: [0; 7],
@@ -423,9 +407,9 @@ impl<'a> Harness<'a> {
             self.available,
             self.wait,
             self.cap,
-            self.lifo,
-            self.headroom,
-            self.queue,
+            self.queue.lifo,
+            self.queue.headroom,
+            self.queue.waiters,
             self.permits.len(),
             self.futures.len()
         )
@@ -498,94 +482,32 @@ impl<'a> Harness<'a> {
         n == 0 || (self.queue.is_empty() && self.available >= i64::from(n))
     }
 
-    /// The index in `queue` of the waiter served next: the first of the highest class queued,
-    /// its oldest (FIFO) or newest (LIFO).
-    fn next(&self) -> Option<usize> {
-        let top = self.queue.iter().map(|q| q.class).min()?;
-        let mut of_class = (0..self.queue.len()).filter(|&i| self.queue[i].class == top);
-        if self.lifo {
-            of_class.next_back()
-        } else {
-            of_class.next()
-        }
-    }
-
-    /// The index of the waiter served last: the last of the lowest class queued.
-    fn last_served(&self) -> Option<usize> {
-        let bottom = self.queue.iter().map(|q| q.class).max()?;
-        let mut of_class = (0..self.queue.len()).filter(|&i| self.queue[i].class == bottom);
-        if self.lifo {
-            of_class.next()
-        } else {
-            of_class.next_back()
-        }
-    }
-
-    /// Whether a newcomer of `class` is served before queued waiter `i`.
-    fn served_before(&self, class: Criticality, i: usize) -> bool {
-        let queued = self.queue[i].class;
-        class < queued || (class == queued && self.lifo)
-    }
-
-    /// Whether a newcomer of `class` is served before everyone queued.
-    fn newcomer_first(&self, class: Criticality) -> bool {
-        self.next().map_or(true, |i| self.served_before(class, i))
-    }
-
-    /// Permits that must be free to grant `n` in `class` (a sheddable one leaves the headroom).
-    fn required(&self, n: u32, class: Criticality) -> i64 {
-        i64::from(n) + if class == Criticality::Sheddable { self.headroom } else { 0 }
-    }
-
-    /// A non-waiting classed `try_acquire_many`: an empty request always; a sheddable one
-    /// needs nobody queued and n + h free; a critical one n free and to be served before
-    /// everyone queued; a default one as `admits_many`.
+    /// A non-waiting classed `try_acquire_many` (see `ClassQueue::try_admits`).
     fn try_admits(&self, n: u32, class: Criticality) -> bool {
-        if n == 0 {
-            return true;
-        }
-        let free = self.available >= self.required(n, class);
-        match class {
-            Criticality::Critical => free && self.newcomer_first(class),
-            _ => free && self.queue.is_empty(),
-        }
+        self.queue.try_admits(self.available, n, class)
     }
 
     /// Under the queue lock, for a waiting acquire the fast path refused (max wait not zero,
-    /// `n` within the limit): granted if served before everyone queued with its requirement
-    /// free; at the cap, evicts the last-served waiter if served before it, else refused;
-    /// otherwise queues. Changes nothing.
+    /// `n` within the limit). Changes nothing.
     fn enqueue_outcome(&self, n: u32, class: Criticality) -> Enqueue {
-        if self.newcomer_first(class) && self.available >= self.required(n, class) {
-            return Enqueue::Granted;
-        }
-        if self.cap_reached() {
-            return match self.last_served() {
-                Some(last) if self.served_before(class, last) => {
-                    Enqueue::Queued(Some(self.queue[last].id))
-                }
-                _ => Enqueue::Refused(RejectReason::TooManyWaiting),
-            };
-        }
-        Enqueue::Queued(None)
+        self.queue.enqueue(self.available, self.cap, n, class)
     }
 
-    /// Queues `queued` after evicting `evict` (marked, to find `Evicted` when polled), then
+    /// Queues `waiter` after evicting `evict` (marked, to find `Evicted` when polled), then
     /// drains.
-    fn push(&mut self, queued: Queued, evict: Option<u64>) {
+    fn push(&mut self, waiter: Waiter, evict: Option<u64>) {
         if let Some(evict) = evict {
-            self.queue.retain(|q| q.id != evict);
+            self.queue.remove(evict);
             self.future_mut(evict).evicted = true;
         }
-        self.queue.push(queued);
+        self.queue.waiters.push(waiter);
         self.drain();
     }
 
-    /// A queued caller leaves; if it was the next waiter, the new next may be served.
+    /// A queued caller leaves (if still queued); if it was the next waiter, the new next may
+    /// be served.
     fn withdraw(&mut self, id: u64) {
-        let was_next = self.next().is_some_and(|i| self.queue[i].id == id);
-        self.queue.retain(|q| q.id != id);
-        if was_next {
+        if self.queue.remove(id) {
             self.drain();
         }
     }
@@ -593,10 +515,6 @@ impl<'a> Harness<'a> {
     /// A request above the limit (never one for 1: a limit of 0 waits for growth).
     fn exceeds(&self, n: u32) -> bool {
         n > 1 && i64::from(n) > self.limit
-    }
-
-    fn cap_reached(&self) -> bool {
-        self.cap.is_some_and(|k| self.queue.len() >= k)
     }
 
     fn emit(&mut self, kind: usize) {
@@ -608,23 +526,19 @@ impl<'a> Harness<'a> {
     /// waiter's whole request (plus the headroom for a sheddable one), stopping at the first
     /// that does not fit; a next waiter above the limit is refused.
     fn drain(&mut self) {
-        while let Some(i) = self.next() {
-            let Queued { id, need, class } = self.queue[i];
-            let serves = self.exceeds(need) || self.available >= self.required(need, class);
-            assert!(
-                !(serves && id == BLOCKING),
+        while let Some((waiter, served)) = self.queue.drain_step(self.available, self.limit) {
+            assert_ne!(
+                waiter.id,
+                BLOCKING,
                 "model: a drain would end the blocking caller's wait ({})",
                 self.ctx()
             );
-            if self.exceeds(need) {
-                self.queue.remove(i);
-                self.future_mut(id).exceeded = true;
-            } else if self.available >= self.required(need, class) {
-                self.queue.remove(i);
-                self.available -= i64::from(need);
-                self.future_mut(id).granted = true;
-            } else {
-                break;
+            match served {
+                Served::Granted => {
+                    self.available -= i64::from(waiter.need);
+                    self.future_mut(waiter.id).granted = true;
+                }
+                Served::Exceeded => self.future_mut(waiter.id).exceeded = true,
             }
         }
     }
@@ -909,7 +823,7 @@ impl<'a> Harness<'a> {
                     live.sleep_for = self.wait.bounded();
                 }
                 self.futures.push((id, live));
-                self.push(Queued { id, need, class }, evict);
+                self.push(Waiter { id, need, class }, evict);
                 let f = self.future_mut(id);
                 assert!(
                     !f.granted && !f.exceeded,
@@ -1053,8 +967,8 @@ impl<'a> Harness<'a> {
         self.limit = limit as i64;
         self.wait = wait;
         self.cap = cap;
-        self.lifo = lifo;
-        self.headroom = headroom as i64;
+        self.queue.lifo = lifo;
+        self.queue.headroom = headroom_u32(headroom);
         self.drain();
     }
 
@@ -1110,7 +1024,7 @@ impl<'a> Harness<'a> {
                 let Err(e) = result else {
                     panic!("{what}({wait:?}) admitted but the model times out ({})", self.ctx());
                 };
-                let blocking = Queued { id: BLOCKING, need: 1, class: Criticality::Default };
+                let blocking = Waiter { id: BLOCKING, need: 1, class: Criticality::Default };
                 self.push(blocking, evict);
                 self.withdraw(BLOCKING);
                 self.expect_err(&e, RejectReason::WaitTimedOut, wait, what);
@@ -1180,13 +1094,10 @@ impl<'a> Harness<'a> {
             held + granted,
             "model: in flight != held permits + granted futures ({ctx})"
         );
-        if let Some(i) = self.next() {
-            let Queued { need, class, .. } = self.queue[i];
-            assert!(
-                !self.exceeds(need) && self.available < self.required(need, class),
-                "model: the next waiter is servable ({ctx})"
-            );
-        }
+        assert!(
+            self.queue.next_waits(self.available, self.limit),
+            "model: the next waiter is servable ({ctx})"
+        );
 
         let m = self.bulkhead.metrics();
         assert_eq!(
