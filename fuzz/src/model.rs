@@ -22,7 +22,8 @@
 //! from its limit byte's bits 4-5 and the order from its wait byte's bit 6. A weighted
 //! `try_acquire_many` byte whose low nibble is 2 asks in a class (bit 7 clear: critical, set:
 //! sheddable; n in {1, 2, 1, 3}); a weighted start byte with bits 5-6 = 2 or 3 asks
-//! `acquire_many_async` in the critical or sheddable class. The model keeps one queue in
+//! `acquire_many_async` in the critical or sheddable class. The model keeps one queue
+//! (`queue_model.rs`, shared with the proptest model) in
 //! arrival order and derives each class's list from it: the next waiter is the first of the
 //! highest class queued (oldest under FIFO, newest under LIFO), the last-served one the last
 //! of the lowest class; a sheddable request requires n + h free; a waiting newcomer served
