@@ -17,11 +17,23 @@
 //! limit with `ExceedsLimit`. A weighted queued acquire's deadline is kept by the engine's
 //! timer (an hour away), so the model never expires one.
 //!
+//! Queue order and criticality (issue 20): the config has a `queue_order` (FIFO or LIFO) and
+//! a `sheddable_headroom` h (0..=limit), both changed by `ChangeConfig`; `try_acquire_many`
+//! and `acquire_many_async` take a `Request` in a class (critical, default, sheddable). The
+//! model keeps one queue in arrival order and derives each class's list from it: the next
+//! waiter is the first of the highest class queued (its oldest under FIFO, its newest under
+//! LIFO), the last-served one the last of the lowest class; a sheddable request requires
+//! n + h free; a newcomer served before everyone queued is granted at once, and one that finds
+//! the queue at its cap evicts the last-served waiter (`Evicted`) if it is served before it,
+//! or is refused `TooManyWaiting`. Adaptive LIFO is left out: it switches on the real clock
+//! (queueing delay against a target), which a sequential model cannot drive; the engine's
+//! own tests and `tests/queue_policy.rs` cover it.
+//!
 //! Runs under a plain `cargo test --test reference_model`; `PROPTEST_CASES` sets the number
 //! of sequences (default 512 here).
 #![cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::future::Future;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -30,7 +42,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use bulkhead::{Bulkhead, BulkheadConfig, BulkheadEventKind, BulkheadFull, Permit, RejectReason};
+use bulkhead::{
+    Bulkhead, BulkheadConfig, BulkheadEventKind, BulkheadFull, Criticality, Permit, QueueOrder,
+    RejectReason, Request,
+};
 use proptest::prelude::*;
 use proptest::test_runner::{TestError, TestRunner};
 
@@ -55,18 +70,39 @@ impl Wait {
     }
 }
 
+/// The queue orders the model knows (adaptive LIFO reads the real clock: left out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Order {
+    Fifo,
+    Lifo,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Config {
     limit: usize,
     cap: Option<usize>,
     wait: Wait,
+    order: Order,
+    /// `sheddable_headroom`, at most `limit` (the builder refuses more).
+    headroom: usize,
 }
 
 impl Config {
+    /// FIFO, no headroom: the configuration of the pinned sequences.
+    fn plain(limit: usize, cap: Option<usize>, wait: Wait) -> Config {
+        Config { limit, cap, wait, order: Order::Fifo, headroom: 0 }
+    }
+
     fn build(self) -> BulkheadConfig {
+        let order = match self.order {
+            Order::Fifo => QueueOrder::Fifo,
+            Order::Lifo => QueueOrder::Lifo,
+        };
         let mut builder = BulkheadConfig::builder()
             .max_concurrent_calls(self.limit)
-            .max_wait_duration(self.wait.duration());
+            .max_wait_duration(self.wait.duration())
+            .queue_order(order)
+            .sheddable_headroom(self.headroom);
         if let Some(cap) = self.cap {
             builder = builder.max_waiting_calls(cap);
         }
@@ -101,6 +137,10 @@ enum Op {
     Split(usize, u32),
     /// Merges held permit `j` into held permit `i` (when they differ).
     Merge(usize, usize),
+    /// `try_acquire_many(Request::permits(n).criticality(c))`.
+    TryAcquireClassed(u32, Criticality),
+    /// A new `acquire_many_async(Request::permits(n).criticality(c))`, polled once.
+    QueueClassed(u32, Criticality),
 }
 
 fn config_strategy() -> impl Strategy<Value = Config> {
@@ -108,8 +148,30 @@ fn config_strategy() -> impl Strategy<Value = Config> {
         0..=3usize,
         prop_oneof![3 => Just(None), 1 => (0..=2usize).prop_map(Some)],
         prop_oneof![1 => Just(Wait::Zero), 4 => Just(Wait::Hour), 1 => Just(Wait::Unbounded)],
+        prop_oneof![3 => Just(Order::Fifo), 2 => Just(Order::Lifo)],
+        prop_oneof![2 => Just(0usize), 3 => 1..=3usize],
     )
-        .prop_map(|(limit, cap, wait)| Config { limit, cap, wait })
+        .prop_map(|(limit, cap, wait, order, headroom)| Config {
+            limit,
+            cap,
+            wait,
+            order,
+            // The builder refuses a headroom above the limit.
+            headroom: headroom.min(limit),
+        })
+}
+
+fn class_strategy() -> impl Strategy<Value = Criticality> {
+    prop_oneof![
+        Just(Criticality::Critical),
+        Just(Criticality::Default),
+        Just(Criticality::Sheddable)
+    ]
+}
+
+/// A classed request's permits: mostly one, sometimes none or above the limit.
+fn classed_permits() -> impl Strategy<Value = u32> {
+    prop_oneof![3 => Just(1u32), 2 => 0..=4u32]
 }
 
 fn op_strategy() -> impl Strategy<Value = Op> {
@@ -127,8 +189,15 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         3 => (0..=4u32).prop_map(Op::QueueMany),
         1 => (any::<usize>(), 0..=3u32).prop_map(|(i, n)| Op::Split(i, n)),
         1 => (any::<usize>(), any::<usize>()).prop_map(|(i, j)| Op::Merge(i, j)),
+        2 => (classed_permits(), class_strategy()).prop_map(|(n, c)| Op::TryAcquireClassed(n, c)),
+        3 => (classed_permits(), class_strategy()).prop_map(|(n, c)| Op::QueueClassed(n, c)),
     ]
 }
+
+#[path = "../fuzz/src/queue_model.rs"]
+mod queue_model;
+
+use queue_model::{ClassQueue, Enqueue, Served, Waiter};
 
 /// The sequential model.
 #[derive(Debug)]
@@ -136,8 +205,8 @@ struct Model {
     config: Config,
     /// Free permits; negative while a shrink's debt is unpaid.
     available: i64,
-    /// Queued callers, oldest first: (id, permits asked for).
-    queue: VecDeque<(u64, u32)>,
+    /// Queued callers, with the order and headroom of `config` (see `queue_model.rs`).
+    queue: ClassQueue,
     /// Queued callers that were handed a permit and have not been polled since.
     granted: HashSet<u64>,
     /// Whether `close` ran.
@@ -146,6 +215,14 @@ struct Model {
     refused: HashSet<u64>,
     /// Queued callers refused at the head for asking more than a shrunk limit.
     exceeded: HashSet<u64>,
+    /// Queued callers evicted to make room for a newcomer served before them.
+    evicted: HashSet<u64>,
+}
+
+/// The model's queue for `config`'s order and headroom, holding `waiters`.
+fn class_queue(config: Config, waiters: Vec<Waiter>) -> ClassQueue {
+    let headroom = u32::try_from(config.headroom).expect("a small headroom");
+    ClassQueue { waiters, lifo: config.order == Order::Lifo, headroom }
 }
 
 impl Model {
@@ -153,11 +230,12 @@ impl Model {
         Model {
             config,
             available: config.limit as i64,
-            queue: VecDeque::new(),
+            queue: class_queue(config, Vec::new()),
             granted: HashSet::new(),
             closed: false,
             refused: HashSet::new(),
             exceeded: HashSet::new(),
+            evicted: HashSet::new(),
         }
     }
 
@@ -165,10 +243,32 @@ impl Model {
         self.free_for_many(1)
     }
 
-    /// Whether a newcomer asking for `n` is granted at once: an empty request unless
-    /// closed; otherwise open, nobody queued and `n` free.
+    /// Whether a default-class newcomer asking for `n` is granted at once by the fast path:
+    /// an empty request unless closed; otherwise open, nobody queued and `n` free.
     fn free_for_many(&self, n: u32) -> bool {
         !self.closed && (n == 0 || (self.queue.is_empty() && self.available >= i64::from(n)))
+    }
+
+    /// Whether a non-waiting `try_acquire_many(Request::permits(n).criticality(class))` is
+    /// granted: never once closed; otherwise see `ClassQueue::try_admits`.
+    fn try_admits(&self, n: u32, class: Criticality) -> bool {
+        !self.closed && self.queue.try_admits(self.available, n, class)
+    }
+
+    /// Under the queue lock, a waiting acquire that the fast path refused (open, a max wait,
+    /// `n` within the limit, `n` > 0). Does not change the model.
+    fn enqueue_outcome(&self, n: u32, class: Criticality) -> Enqueue {
+        self.queue.enqueue(self.available, self.config.cap, n, class)
+    }
+
+    /// Queues `waiter` after evicting `evict`, then drains.
+    fn push(&mut self, waiter: Waiter, evict: Option<u64>) {
+        if let Some(evict) = evict {
+            self.queue.remove(evict);
+            self.evicted.insert(evict);
+        }
+        self.queue.waiters.push(waiter);
+        self.drain();
     }
 
     /// A request above the limit (a request for 1 never is: limit 0 waits for growth).
@@ -191,7 +291,7 @@ impl Model {
     /// Refuses every queued caller; permits free and in flight are untouched.
     fn close(&mut self) {
         self.closed = true;
-        self.refused.extend(self.queue.drain(..).map(|(id, _)| id));
+        self.refused.extend(self.queue.waiters.drain(..).map(|w| w.id));
     }
 
     /// The reason a newcomer that found no free permit and may not wait is given.
@@ -203,19 +303,20 @@ impl Model {
         }
     }
 
-    /// Hands free permits to the oldest queued callers: each head's whole request, in
-    /// order, stopping at the first it cannot satisfy; a head above the limit is refused.
+    /// Hands free permits to the queued callers in serving order: each next waiter's whole
+    /// request (plus the headroom for a sheddable one), stopping at the first it cannot
+    /// satisfy; a next waiter above the limit is refused.
     fn drain(&mut self) {
-        while let Some(&(id, need)) = self.queue.front() {
-            if self.exceeds(need) {
-                self.queue.pop_front();
-                self.exceeded.insert(id);
-            } else if self.available >= i64::from(need) {
-                self.queue.pop_front();
-                self.available -= i64::from(need);
-                self.granted.insert(id);
-            } else {
-                break;
+        let limit = self.config.limit as i64;
+        while let Some((waiter, served)) = self.queue.drain_step(self.available, limit) {
+            match served {
+                Served::Granted => {
+                    self.available -= i64::from(waiter.need);
+                    self.granted.insert(waiter.id);
+                }
+                Served::Exceeded => {
+                    self.exceeded.insert(waiter.id);
+                }
             }
         }
     }
@@ -228,14 +329,33 @@ impl Model {
     fn change_config(&mut self, config: Config) {
         self.available += config.limit as i64 - self.config.limit as i64;
         self.config = config;
+        self.queue = class_queue(config, std::mem::take(&mut self.queue.waiters));
         self.drain();
     }
 
-    /// A queued caller leaves; a waiter it held back may now be served.
+    /// A queued caller leaves; if it was the next waiter, the new next may be served.
     fn withdraw(&mut self, id: u64) {
-        self.queue.retain(|&(q, _)| q != id);
-        self.drain();
+        if self.queue.remove(id) {
+            self.drain();
+        }
     }
+}
+
+/// Whether an evicted waiter's `waited` is plausible: the time the harness took (well
+/// under a minute).
+///
+/// KNOWN ENGINE BUG (issue 20, found by this model, reported to the integrator; pinned by the
+/// ignored test `evicted_waiter_reports_the_time_it_waited`): an async waiter with a bounded
+/// max wait that is evicted reports `waited` = its whole max wait (3600 s here), because
+/// `Core::waited` (src/bulkhead/future.rs) raises every outcome's wait to the deadline's,
+/// meant for time-outs only. Until that is fixed this also accepts exactly that value
+/// (at least the max wait, within a minute of it); once fixed, drop the second arm and
+/// un-ignore the pinned test.
+fn evicted_waited_ok(waited: Duration, wait: Wait) -> bool {
+    let short = Duration::from_secs(60);
+    let known_bug =
+        wait == Wait::Hour && waited >= wait.duration() && waited < wait.duration() + short;
+    waited < short || known_bug
 }
 
 /// A waker that counts its wake-ups.
@@ -314,6 +434,7 @@ struct Seen {
     too_many_waiting: u64,
     closed: u64,
     exceeds_limit: u64,
+    evicted: u64,
     /// `BulkheadEventKind::Closed` events (not a call: no counter; at most one, for the
     /// first `close`).
     close_events: u64,
@@ -327,6 +448,7 @@ impl Seen {
             RejectReason::TooManyWaiting => self.too_many_waiting += 1,
             RejectReason::Closed => self.closed += 1,
             RejectReason::ExceedsLimit => self.exceeds_limit += 1,
+            RejectReason::Evicted => self.evicted += 1,
             other => panic!("unexpected reason {other:?}"),
         }
     }
@@ -381,12 +503,17 @@ impl<'a> Harness<'a> {
     }
 
     /// A new async acquire, polled once: `acquire_async_with_sleep` (its sleep completed by
-    /// the harness), or with `many`, `acquire_many_async(n)`, whose deadline (an hour, or
-    /// none) the engine's timer keeps and never reaches here.
-    fn queue(&mut self, many: Option<u32>) {
+    /// the harness), or with `many`, `acquire_many_async(n)` in `class`, whose deadline (an
+    /// hour, or none) the engine's timer keeps and never reaches here.
+    fn queue(&mut self, many: Option<u32>, class: Criticality) {
         let sleep = Arc::new(Sleep::default());
         let future: AcquireFuture<'a> = match many {
-            Some(n) => Box::pin(self.bulkhead.acquire_many_async(n)),
+            Some(n) if class == Criticality::Default => {
+                Box::pin(self.bulkhead.acquire_many_async(n))
+            }
+            Some(n) => {
+                Box::pin(self.bulkhead.acquire_many_async(Request::permits(n).criticality(class)))
+            }
             None => {
                 let arm = Arc::clone(&sleep);
                 Box::pin(self.bulkhead.acquire_async_with_sleep(move |_wait| {
@@ -403,48 +530,97 @@ impl<'a> Harness<'a> {
             Pending { id, future, waker: Arc::default(), sleep, wait: config.wait, many };
         let result = pending.poll();
         let armed = pending.sleep.armed.load(SeqCst);
-        let free = self.model.free_for_many(n);
-        let over_cap = config.cap.is_some_and(|cap| self.model.queue.len() >= cap);
+        // The fast path (a non-waiting acquire), then the refusals that need no queue, then
+        // the queue lock.
+        let model = &self.model;
+        let expected = if model.try_admits(n, class) {
+            Enqueue::Granted
+        } else if model.closed || model.exceeds(n) || n == 0 || config.wait == Wait::Zero {
+            let reason = model.refusal_many(n);
+            let err = match result {
+                Poll::Ready(Err(err)) => err,
+                other => panic!(
+                    "acquire {id} of {n} ({class}): {:?}, the model refuses {reason:?}",
+                    other.map(|r| r.map(drop))
+                ),
+            };
+            assert_eq!(armed, 0, "armed a sleep without queueing");
+            self.expect_full(&err, reason);
+            return;
+        } else {
+            model.enqueue_outcome(n, class)
+        };
+        let evict = match expected {
+            Enqueue::Queued(evict) => evict,
+            _ => None,
+        };
+        if let Enqueue::Queued(evict) = expected {
+            self.model.push(Waiter { id, need: n, class }, evict);
+        }
+        // The drain after queueing may end the newcomer's own wait at once.
+        let granted_at_once = expected == Enqueue::Granted || self.model.granted.remove(&id);
         match result {
             Poll::Ready(Ok(permit)) => {
-                assert!(free, "admitted {n}, but the model has too few free");
+                assert!(
+                    granted_at_once,
+                    "acquire {id} of {n} ({class}) admitted, model: {expected:?}"
+                );
                 assert_eq!(armed, 0, "armed a sleep without queueing");
                 assert_eq!(permit.num_permits(), n);
-                self.model.available -= i64::from(n);
+                if expected == Enqueue::Granted {
+                    self.model.available -= i64::from(n);
+                }
                 self.permits.push(permit);
                 self.seen.permitted += 1;
             }
             Poll::Ready(Err(err)) => {
-                assert!(!free, "refused ({err}), but {n} were free");
+                assert!(
+                    !granted_at_once,
+                    "acquire {id} of {n} ({class}) refused ({err}), model: granted"
+                );
                 assert_eq!(armed, 0, "armed a sleep without queueing");
-                let reason = if self.model.closed || self.model.exceeds(n) || n == 0 {
-                    self.model.refusal_many(n)
-                } else if config.wait == Wait::Zero {
-                    RejectReason::Full
+                let reason = if self.model.exceeded.remove(&id) {
+                    RejectReason::ExceedsLimit
                 } else {
-                    assert!(over_cap, "refused ({err}) below the waiter cap");
-                    RejectReason::TooManyWaiting
+                    let reason = RejectReason::TooManyWaiting;
+                    assert_eq!(expected, Enqueue::Refused(reason), "acquire {id} refused ({err})");
+                    reason
                 };
                 self.expect_full(&err, reason);
             }
             Poll::Pending => {
-                assert!(!free, "queued while {n} were free");
+                assert!(
+                    matches!(expected, Enqueue::Queued(_)) && !granted_at_once,
+                    "acquire {id} of {n} ({class}) queued, model: {expected:?}"
+                );
                 assert!(!self.model.closed, "queued on a closed bulkhead");
                 assert!(!self.model.exceeds(n), "queued a request above the limit");
                 assert_ne!(config.wait, Wait::Zero, "queued with a zero max wait");
-                assert!(!over_cap, "queued beyond the waiter cap");
                 let sleeps = many.is_none() && config.wait == Wait::Hour;
                 assert_eq!(armed, usize::from(sleeps), "make_sleep calls");
-                self.model.queue.push_back((id, n));
                 self.pending.push(pending);
             }
         }
+        if let Some(evicted) = evict {
+            // The evicted waiter was woken; it finds `Evicted` on its next poll.
+            let waiter = self.pending.iter().find(|p| p.id == evicted).expect("evicted is pending");
+            assert!(
+                waiter.waker.0.load(SeqCst) > 0,
+                "acquire {evicted} was evicted for acquire {id} but not woken"
+            );
+        }
     }
 
-    /// `try_acquire_many(n)`.
-    fn try_acquire_many(&mut self, n: u32) {
-        let result = self.bulkhead.try_acquire_many(n);
-        if self.model.free_for_many(n) {
+    /// `try_acquire_many(n)`, or with `class`, `try_acquire_many(Request::permits(n).criticality(c))`.
+    fn try_acquire_many(&mut self, n: u32, class: Option<Criticality>) {
+        let (result, admits) = match class {
+            None => (self.bulkhead.try_acquire_many(n), self.model.free_for_many(n)),
+            Some(class) => (
+                self.bulkhead.try_acquire_many(Request::permits(n).criticality(class)),
+                self.model.try_admits(n, class),
+            ),
+        };
+        if admits {
             let permit = result.expect("the model has the permits free");
             assert_eq!(permit.num_permits(), n);
             self.model.available -= i64::from(n);
@@ -521,6 +697,21 @@ impl<'a> Harness<'a> {
             self.pending.remove(i);
             return;
         }
+        if self.model.evicted.remove(&id) {
+            match pending.poll() {
+                Poll::Ready(Err(err)) => {
+                    assert_eq!(err.reason(), RejectReason::Evicted, "{err}");
+                    self.seen.refused(err.reason());
+                    assert_eq!(err.max_concurrent_calls(), self.model.config.limit);
+                    assert!(evicted_waited_ok(err.waited(), pending.wait), "evicted {id}: {err:?}");
+                }
+                other => {
+                    panic!("acquire {id} was evicted: {:?}", other.map(|r| r.map(drop)))
+                }
+            }
+            self.pending.remove(i);
+            return;
+        }
         if self.model.refused.remove(&id) {
             match pending.poll() {
                 Poll::Ready(Err(err)) => self.expect_full(&err, RejectReason::Closed),
@@ -579,8 +770,11 @@ impl<'a> Harness<'a> {
         if self.model.granted.remove(&id) {
             // The permits granted to a dropped acquire pass on to the next waiters.
             self.model.release(need);
-        } else if self.model.refused.remove(&id) || self.model.exceeded.remove(&id) {
-            // Refused by close: it held nothing.
+        } else if self.model.refused.remove(&id)
+            || self.model.exceeded.remove(&id)
+            || self.model.evicted.remove(&id)
+        {
+            // Refused (close, above the limit, evicted): it held nothing.
         } else {
             self.model.withdraw(id);
         }
@@ -605,7 +799,7 @@ impl<'a> Harness<'a> {
         let unwound = catch_unwind(AssertUnwindSafe(|| {
             bulkhead.call(|| {
                 for _ in 0..queued {
-                    self.queue(None);
+                    self.queue(None, Criticality::Default);
                 }
                 resume_unwind(Box::new(PANIC));
             })
@@ -625,15 +819,17 @@ impl<'a> Harness<'a> {
     fn step(&mut self, op: &Op) {
         match *op {
             Op::TryAcquire => self.try_acquire(),
-            Op::Queue => self.queue(None),
+            Op::Queue => self.queue(None, Criticality::Default),
             Op::Poll(i) => self.poll(i, false),
             Op::Expire(i) => self.poll(i, true),
             Op::DropPermit(i) => self.drop_permit(i),
             Op::DropPending(i) => self.drop_pending(i),
             Op::ChangeConfig(config) => self.change_config(config),
             Op::PanickingCall { queued } => self.panicking_call(queued),
-            Op::TryAcquireMany(n) => self.try_acquire_many(n),
-            Op::QueueMany(n) => self.queue(Some(n)),
+            Op::TryAcquireMany(n) => self.try_acquire_many(n, None),
+            Op::QueueMany(n) => self.queue(Some(n), Criticality::Default),
+            Op::TryAcquireClassed(n, class) => self.try_acquire_many(n, Some(class)),
+            Op::QueueClassed(n, class) => self.queue(Some(n), class),
             Op::Split(i, n) => self.split(i, n),
             Op::Merge(i, j) => self.merge(i, j),
             Op::Close => {
@@ -683,6 +879,7 @@ impl<'a> Harness<'a> {
             too_many_waiting: m.calls_rejected(RejectReason::TooManyWaiting),
             closed: m.calls_rejected(RejectReason::Closed),
             exceeds_limit: m.calls_rejected(RejectReason::ExceedsLimit),
+            evicted: m.calls_rejected(RejectReason::Evicted),
             // Not counted: the first close is the only one that emits.
             close_events: u64::from(m.is_closed()),
         };
@@ -697,18 +894,28 @@ impl<'a> Harness<'a> {
             .map(|p| i64::from(p.many.unwrap_or(1)))
             .sum();
         assert_eq!(held + granted, limit - model.available, "permits held + granted vs. the model");
+        // The model's own invariant: after every step its next waiter cannot be served.
+        assert!(model.queue.next_waits(model.available, limit), "model: next servable: {model:?}");
         for pending in &self.pending {
             // A queued caller the model did not serve was not woken by a grant: a waiter for
             // 2 must not wake on 1 (kotlinx PR #1553). Wakes by close, a shrink's refusal or
             // its own sleep are allowed.
             let served = model.granted.contains(&pending.id)
                 || model.refused.contains(&pending.id)
-                || model.exceeded.contains(&pending.id);
+                || model.exceeded.contains(&pending.id)
+                || model.evicted.contains(&pending.id);
             if pending.many.is_some() && !served {
                 assert_eq!(
                     pending.waker.0.load(SeqCst),
                     0,
                     "queued acquire {} was woken though the model did not serve it",
+                    pending.id
+                );
+            }
+            if model.evicted.contains(&pending.id) {
+                assert!(
+                    pending.waker.0.load(SeqCst) > 0,
+                    "pending acquire {} was evicted but not woken",
                     pending.id
                 );
             }
@@ -822,8 +1029,96 @@ fn minimize(initial: Config, mut ops: Vec<Op>) -> Vec<Op> {
 /// caller that queued from inside the panicking closure.
 #[test]
 fn panicking_call_hands_permit_to_waiter_queued_inside() {
-    let config = Config { limit: 1, cap: None, wait: Wait::Hour };
+    let config = Config::plain(1, None, Wait::Hour);
     run(config, &[Op::PanickingCall { queued: 2 }, Op::Poll(0), Op::DropPermit(0), Op::Poll(0)]);
+}
+
+/// Issue 20's rules on fixed sequences (random ones reach some of them rarely: a critical
+/// try past a held-back waiter about once in a hundred sequences), each checked step by step
+/// against the model like any random sequence.
+#[test]
+fn queue_order_and_classes_on_fixed_sequences() {
+    use Criticality::{Critical, Default, Sheddable};
+    let hour =
+        |limit, cap, order, headroom| Config { limit, cap, wait: Wait::Hour, order, headroom };
+    // A sheddable waiter below the headroom holds 1 free permit back: a default try is
+    // refused (someone is queued), a critical one takes it; the releases then serve the
+    // sheddable waiter once 1 + h are free.
+    run(
+        hour(2, None, Order::Fifo, 1),
+        &[
+            Op::TryAcquire,
+            Op::QueueClassed(1, Sheddable),
+            Op::TryAcquireClassed(1, Default),
+            Op::TryAcquireClassed(1, Sheddable),
+            Op::TryAcquireClassed(1, Critical),
+            Op::DropPermit(0),
+            Op::DropPermit(0),
+            Op::Poll(0),
+        ],
+    );
+    // FIFO at the cap of 1: a default newcomer evicts the sheddable waiter, a second default
+    // one is refused (same class, oldest first), a critical one evicts the default; growth
+    // serves the critical waiter.
+    run(
+        hour(0, Some(1), Order::Fifo, 0),
+        &[
+            Op::QueueClassed(1, Sheddable),
+            Op::QueueClassed(1, Default),
+            Op::Queue,
+            Op::QueueClassed(1, Critical),
+            Op::Poll(0),
+            Op::Poll(0),
+            Op::ChangeConfig(hour(1, Some(1), Order::Fifo, 0)),
+            Op::Poll(0),
+        ],
+    );
+    // LIFO at the cap of 3: a fourth (default) newcomer evicts the oldest default waiter; a
+    // release of 2 serves the critical waiter, then the newest default one; later a default
+    // newcomer goes past a weighted waiter of its class that holds back 1 free permit, and
+    // a critical try then finds none.
+    run(
+        hour(2, Some(3), Order::Lifo, 0),
+        &[
+            Op::TryAcquireMany(2),
+            Op::Queue,
+            Op::QueueMany(1),
+            Op::QueueClassed(1, Critical),
+            Op::QueueClassed(1, Default),
+            Op::DropPermit(0),
+            Op::Poll(0),
+            Op::Poll(1),
+            Op::Poll(1),
+            Op::QueueMany(2),
+            Op::DropPermit(0),
+            Op::QueueClassed(1, Default),
+            Op::TryAcquireClassed(1, Critical),
+        ],
+    );
+}
+
+/// Engine bug found by the model (issue 20): a LIFO queue at its cap evicts its oldest
+/// waiter for a newcomer; the evicted acquire (bounded wait, an hour) reports having waited
+/// the whole hour. Minimal sequence as the model reported it. Ignored until the engine is
+/// fixed (`Core::waited` in src/bulkhead/future.rs applies the time-out's floor to
+/// evictions too); then remove `#[ignore]` and the tolerance in `evicted_waited_ok`.
+#[test]
+#[ignore = "engine bug: an evicted bounded async waiter reports waited = its max wait"]
+fn evicted_waiter_reports_the_time_it_waited() {
+    let bulkhead = Bulkhead::new(
+        "reference_model",
+        Config { limit: 0, cap: Some(1), wait: Wait::Hour, order: Order::Lifo, headroom: 0 }
+            .build(),
+    );
+    let waker = Waker::from(Arc::new(CountingWaker::default()));
+    let mut cx = Context::from_waker(&waker);
+    let mut oldest = Box::pin(bulkhead.acquire_async());
+    assert!(oldest.as_mut().poll(&mut cx).is_pending());
+    let mut newest = Box::pin(bulkhead.acquire_many_async(1));
+    assert!(newest.as_mut().poll(&mut cx).is_pending());
+    let Poll::Ready(Err(err)) = oldest.as_mut().poll(&mut cx) else { panic!("not evicted") };
+    assert_eq!(err.reason(), RejectReason::Evicted);
+    assert!(err.waited() < Duration::from_secs(60), "{err:?}");
 }
 
 /// Tombstones behind a long waiter: 20 queued acquires time out behind the oldest, which
@@ -832,7 +1127,7 @@ fn panicking_call_hands_permit_to_waiter_queued_inside() {
 /// tombstones (this kills cargo-mutants' `== with !=` in the compaction filter).
 #[test]
 fn timeout_storm_behind_a_long_waiter_keeps_it_queued() {
-    let config = Config { limit: 1, cap: None, wait: Wait::Hour };
+    let config = Config::plain(1, None, Wait::Hour);
     let mut ops = vec![Op::TryAcquire];
     // Pending index 0 is the long waiter; 1..=20 time out, always the second pending one.
     ops.extend(std::iter::repeat_n(Op::Queue, 21));
@@ -846,7 +1141,7 @@ fn timeout_storm_behind_a_long_waiter_keeps_it_queued() {
 /// their shared core).
 #[test]
 fn acquire_futures_debug_shows_queued_state() {
-    let config = Config { limit: 1, cap: None, wait: Wait::Unbounded };
+    let config = Config::plain(1, None, Wait::Unbounded);
     let bulkhead = Arc::new(Bulkhead::new("reference_model", config.build()));
     let held = bulkhead.try_acquire().expect("free");
     let waker = Waker::from(Arc::new(CountingWaker::default()));
