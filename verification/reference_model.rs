@@ -342,20 +342,11 @@ impl Model {
 }
 
 /// Whether an evicted waiter's `waited` is plausible: the time the harness took (well
-/// under a minute).
-///
-/// KNOWN ENGINE BUG (issue 20, found by this model, reported to the integrator; pinned by the
-/// ignored test `evicted_waiter_reports_the_time_it_waited`): an async waiter with a bounded
-/// max wait that is evicted reports `waited` = its whole max wait (3600 s here), because
-/// `Core::waited` (src/bulkhead/future.rs) raises every outcome's wait to the deadline's,
-/// meant for time-outs only. Until that is fixed this also accepts exactly that value
-/// (at least the max wait, within a minute of it); once fixed, drop the second arm and
-/// un-ignore the pinned test.
-fn evicted_waited_ok(waited: Duration, wait: Wait) -> bool {
-    let short = Duration::from_secs(60);
-    let known_bug =
-        wait == Wait::Hour && waited >= wait.duration() && waited < wait.duration() + short;
-    waited < short || known_bug
+/// under a minute), not its max wait. (This model found an engine bug here: an evicted
+/// async waiter with a bounded wait reported its whole max wait; pinned by
+/// `evicted_waiter_reports_the_time_it_waited`.)
+fn evicted_waited_ok(waited: Duration, _wait: Wait) -> bool {
+    waited < Duration::from_secs(60)
 }
 
 /// A waker that counts its wake-ups.
@@ -1097,13 +1088,11 @@ fn queue_order_and_classes_on_fixed_sequences() {
     );
 }
 
-/// Engine bug found by the model (issue 20): a LIFO queue at its cap evicts its oldest
-/// waiter for a newcomer; the evicted acquire (bounded wait, an hour) reports having waited
-/// the whole hour. Minimal sequence as the model reported it. Ignored until the engine is
-/// fixed (`Core::waited` in src/bulkhead/future.rs applies the time-out's floor to
-/// evictions too); then remove `#[ignore]` and the tolerance in `evicted_waited_ok`.
+/// Engine bug found by the model (issue 20), fixed: a LIFO queue at its cap evicts its
+/// oldest waiter for a newcomer; the evicted acquire (bounded wait, an hour) reported having
+/// waited the whole hour (`Core::waited` gave evictions the time-out's floor). Minimal
+/// sequence as the model reported it.
 #[test]
-#[ignore = "engine bug: an evicted bounded async waiter reports waited = its max wait"]
 fn evicted_waiter_reports_the_time_it_waited() {
     let bulkhead = Bulkhead::new(
         "reference_model",

@@ -317,7 +317,7 @@ impl Core {
             }
             Enqueued::Evicted => {
                 self.start = start;
-                let waited = self.waited(bulkhead);
+                let waited = self.waited_so_far(bulkhead);
                 let err = bulkhead.reject(sem.load(), RejectReason::Evicted, waited);
                 return Some(self.done_with(Err(err)));
             }
@@ -339,6 +339,11 @@ impl Core {
     ) -> Poll<Result<Mark, BulkheadFull>> {
         self.done = true;
         Poll::Ready(result)
+    }
+
+    /// How long the wait has lasted so far (a wait ended early: evicted).
+    fn waited_so_far(&self, bulkhead: &Bulkhead) -> Duration {
+        self.start.map_or(Duration::ZERO, |start| bulkhead.sem().clock.since(start))
     }
 
     /// How long the wait lasted; for a timed-out wait, at least the wait it was allowed
@@ -377,7 +382,7 @@ impl Core {
                 self.done_with(Err(err))
             }
             Outcome::Evicted => {
-                let waited = self.waited(bulkhead);
+                let waited = self.waited_so_far(bulkhead);
                 let err = bulkhead.reject(sem.load(), RejectReason::Evicted, waited);
                 self.done_with(Err(err))
             }
