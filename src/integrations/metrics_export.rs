@@ -12,7 +12,7 @@
 //! | `bulkhead_waiting_calls` | gauge | callers queued for a slot |
 //! | `bulkhead_closed` | gauge | 1 once [`Bulkhead::close`] ran (the bulkhead refuses every call), else 0 |
 //! | `bulkhead_calls_permitted_total` | counter | calls admitted |
-//! | `bulkhead_calls_rejected_total` | counter | calls refused, label `reason`: [`RejectReason::label`] (`full`, `wait_timed_out`, `too_many_waiting`, `closed`, `too_many_keys`, `exceeds_limit`) |
+//! | `bulkhead_calls_rejected_total` | counter | calls refused, label `reason`: [`RejectReason::label`] (`full`, `wait_timed_out`, `too_many_waiting`, `closed`, `too_many_keys`, `exceeds_limit`, `evicted`) |
 //! | `bulkhead_calls_finished_total` | counter | permits released (call returned, unwound or was cancelled) |
 //! | `bulkhead_adaptive_limit`, `_min_limit`, `_max_limit`, `_samples_total`, and the algorithm's estimates | gauges, counter | only for a bulkhead with an adaptive limit attached ([`Bulkhead::set_adaptive_limit`]): the controller's state |
 //! | `bulkhead_wait_duration_seconds` | histogram | time spent getting a permit, label `outcome`: `permitted` or `rejected`; zero for a permit taken at once or an immediate refusal (also counted as zero: a queued caller refused by `close`, and an unbounded async wait that began before the bulkhead was observed, which never read the clock) |
