@@ -326,10 +326,10 @@ apply() {
             Err(refused)' ;;
     keyed_sync_takes_total_before_key)
         mutate src/keyed/mod.rs '        let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
-        let key_permit = KeySlot(bulkhead, mark);
+        let key_permit = KeyedPermit::key_slot(bulkhead, mark);
         let total = self.total.as_deref().map(Bulkhead::acquire);' '        let total = self.total.as_deref().map(Bulkhead::acquire);
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
-        let key_permit = KeySlot(bulkhead, mark);' ;;
+        let key_permit = KeyedPermit::key_slot(bulkhead, mark);' ;;
     keyed_evicts_by_metrics)
         mutate src/keyed/mod.rs '    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())' '    closed || bulkhead.sem().is_idle_acquire()' ;;
     keyed_evicts_without_acquire)
@@ -353,12 +353,14 @@ apply() {
                 let found = Arc::clone(&entry.bulkhead);' &&
         mutate src/keyed/mod.rs '            if !self.reserve() {' '            if !reserved {' ;;
     keyed_try_takes_total_before_key)
-        mutate src/keyed/mod.rs '            Some(total) => {
-                let key_permit = self.try_key(key, KeySlot)?;
-                both(key_permit, Some(total.try_acquire()))' '            Some(total) => {
-                let total_first = total.try_acquire();
-                let key_permit = self.try_key(key, KeySlot)?;
-                both(key_permit, Some(total_first))' ;;
+        mutate src/keyed/mod.rs '        let key_permit = self.try_key(key, KeyedPermit::key_slot);
+        match self.total.as_deref() {
+            None => key_permit,
+            Some(total) => key_permit?.with_total(Some(total.try_acquire())),' '        let total_first = self.total.as_deref().map(Bulkhead::try_acquire);
+        let key_permit = self.try_key(key, KeyedPermit::key_slot);
+        match total_first {
+            None => key_permit,
+            Some(total) => key_permit?.with_total(Some(total)),' ;;
     keyed_listener_read_before_shard_lock)
         mutate src/keyed/mod.rs '        let mut new = Some((Arc::new(key.clone()), Arc::new(bulkhead)));' '        let mut new = Some((Arc::new(key.clone()), Arc::new(bulkhead)));
         let early = self.settings.lock().bring_up_to_date(key, &new.as_ref().expect("made").1, version);' &&
