@@ -1013,15 +1013,7 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub async fn acquire_async(&self, key: &K) -> Result<KeyedPermit<'_>, BulkheadFull> {
-        let bulkhead = self.bulkhead_for(key)?;
-        // The slot goes to the key's part of the permit, on the same `Arc`.
-        let mark = bulkhead.acquire_async().await?.into_mark();
-        let key_permit = KeyedPermit::key_slot(bulkhead, mark);
-        let total = match self.total.as_deref() {
-            None => None,
-            Some(total) => Some(total.acquire_async().await),
-        };
-        key_permit.with_total(total)
+        self.acquire_many_async(key, 1).await
     }
 
     /// Waits asynchronously for a slot of `key`, then of the total, each up to its
@@ -1167,7 +1159,236 @@ where
     /// # }
     /// ```
     pub fn acquire_owned_async(&self, key: &K) -> AcquireOwnedKeyed {
-        AcquireOwnedKeyed::new(self.bulkhead_for(key), self.total.clone())
+        self.acquire_many_owned_async(key, 1)
+    }
+
+    /// Takes `n` slots of `key` and `n` of the total at once, if they are free: a call that
+    /// costs `n` of each limit, as [`Bulkhead::try_acquire_many`]. Never waits.
+    /// `try_acquire_many(&k, 1)` is [`try_acquire`](Self::try_acquire).
+    ///
+    /// All or nothing across both levels: either the permit holds `n` slots of the key and
+    /// `n` of the total, or nothing is held when the error returns (`n` key slots taken
+    /// before the total refused are released first). `n == 0` gives an empty permit unless
+    /// a level is closed.
+    ///
+    /// # Errors
+    ///
+    /// [`RejectReason::ExceedsLimit`] when `n` is above the total's limit (named `name`:
+    /// checked first, before the key is looked up, so such a request creates no key) or
+    /// above the key's (`"{name}/{key}"`); otherwise as [`try_acquire`](Self::try_acquire),
+    /// `Full` when fewer than `n` slots are free at a level.
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, RejectReason, keyed::KeyedBulkhead};
+    /// let limit = |n| BulkheadConfig::builder().max_concurrent_calls(n).build().unwrap();
+    /// let tenants = KeyedBulkhead::<u32>::builder("api")
+    ///     .default_config(limit(4))
+    ///     .total(limit(6))
+    ///     .build()?;
+    /// let batch = tenants.try_acquire_many(&1, 3)?;
+    /// assert_eq!(batch.num_permits(), 3);
+    /// // Key 2 has 4 free, the total only 3: refused by the total, key 2 holds nothing.
+    /// let err = tenants.try_acquire_many(&2, 4).unwrap_err();
+    /// assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::Full, "api"));
+    /// assert_eq!(tenants.key_metrics(&2).unwrap().in_flight_calls(), 0);
+    /// // Above a limit: refused at once, whatever is free.
+    /// let err = tenants.try_acquire_many(&2, 5).unwrap_err();
+    /// assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::ExceedsLimit, "api/2"));
+    /// let err = tenants.try_acquire_many(&3, 7).unwrap_err();
+    /// assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::ExceedsLimit, "api"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_acquire_many(&self, key: &K, n: u32) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        self.many(key, n, Bulkhead::try_acquire_many)
+    }
+
+    /// Takes `n` slots of `key` at once, waiting up to the key's `max_wait_duration`, then
+    /// `n` of the total at once, waiting up to the total's, as [`Bulkhead::acquire_many`]
+    /// does at each level (strict FIFO: a waiter for 3 holds back a later waiter for 1).
+    /// `acquire_many(&k, 1)` is [`acquire`](Self::acquire).
+    ///
+    /// A waiter never holds part of its request: at each level it is granted all `n` slots
+    /// at once or none. Between the levels it holds its key's `n` slots while it waits for
+    /// the total's `n` (as [`acquire`](Self::acquire) holds its key's slot), and gives them
+    /// all back if the total refuses or times out.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread while it waits, as [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_many`](Self::try_acquire_many) (a request above a level's limit is
+    /// refused at once, before any wait), with the waiting reasons of the level that refused
+    /// (`WaitTimedOut`, `TooManyWaiting`), and `ExceedsLimit` when a level's limit shrank
+    /// below `n` while the request waited there.
+    ///
+    /// # Panics
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{BulkheadConfig, RejectReason, keyed::KeyedBulkhead};
+    /// let config = |n| {
+    ///     BulkheadConfig::builder()
+    ///         .max_concurrent_calls(n)
+    ///         .max_wait_duration(Duration::from_millis(5))
+    ///         .build()
+    ///         .unwrap()
+    /// };
+    /// let tenants = KeyedBulkhead::<u32>::builder("api")
+    ///     .default_config(config(3))
+    ///     .total(config(4))
+    ///     .build()?;
+    /// let held = tenants.try_acquire_many(&1, 2)?;
+    /// // Key 2 grants 3 at once; the total has 2 free: waits 5 ms there, then gives up and
+    /// // gives key 2's three slots back.
+    /// let err = tenants.acquire_many(&2, 3).unwrap_err();
+    /// assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::WaitTimedOut, "api"));
+    /// assert_eq!(tenants.key_metrics(&2).unwrap().in_flight_calls(), 0);
+    /// drop(held);
+    /// assert_eq!(tenants.acquire_many(&2, 3)?.num_permits(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_many(&self, key: &K, n: u32) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        self.many(key, n, Bulkhead::acquire_many)
+    }
+
+    /// The borrowed weighted acquires: `acquire` (one of [`Bulkhead::try_acquire_many`] and
+    /// [`Bulkhead::acquire_many`]) takes `n` at each level, the key's first. The count goes
+    /// through here and [`total_admits`](Self::total_admits) only.
+    fn many(
+        &self,
+        key: &K,
+        n: u32,
+        acquire: impl Fn(&Bulkhead, u32) -> Result<Permit<'_>, BulkheadFull>,
+    ) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        self.total_admits(n)?;
+        let (bulkhead, mark) = take(self.bulkhead_for(key)?, |key| acquire(key, n))?;
+        let key_permit = KeyedPermit::key_slots(bulkhead, n, mark);
+        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, n)))
+    }
+
+    /// Refuses a request for `n` above the total's limit (`ExceedsLimit`, or `Closed` if the
+    /// total is closed), before its key is looked up: the total could never grant it, so
+    /// the caller neither waits for its key nor creates one. The key's own limit is checked
+    /// by its bulkhead's weighted acquire, also before any wait; a limit that shrinks later
+    /// is the engine's to judge (the waiter at the head is refused).
+    #[inline]
+    fn total_admits(&self, n: u32) -> Result<(), BulkheadFull> {
+        match self.total.as_deref() {
+            Some(total) => {
+                let word = total.sem().load();
+                if word.exceeds_limit(n) {
+                    return Err(total.refuse_many(word, n));
+                }
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Waits asynchronously for `n` slots of `key` at once, then `n` of the total, each up
+    /// to its bulkhead's max wait, on any executor: the async
+    /// [`acquire_many`](Self::acquire_many). `acquire_many_async(&k, 1)` is
+    /// [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. A waiter is granted a level's `n` slots at once, never part of them, so
+    /// dropping the future while it waits at the key leaves nothing to give back; dropped
+    /// while it waits at the total, it releases the key's `n` slots; a request granted to a
+    /// future dropped before it returns goes back whole, to the waiters behind.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build()?.block_on(async {
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts").build()?;
+    /// let batch = hosts.acquire_many_async(&"a.example", 4).await?;
+    /// assert_eq!(hosts.key_metrics(&"a.example").unwrap().in_flight_calls(), 4);
+    /// drop(batch);
+    /// # Ok::<(), Box<dyn std::error::Error>>(()) })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn acquire_many_async(
+        &self,
+        key: &K,
+        n: u32,
+    ) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        self.total_admits(n)?;
+        let bulkhead = self.bulkhead_for(key)?;
+        // The slots go to the key's part of the permit, on the same `Arc`.
+        let mark = bulkhead.acquire_many_async(n).await?.into_mark();
+        let key_permit = KeyedPermit::key_slots(bulkhead, n, mark);
+        let total = match self.total.as_deref() {
+            None => None,
+            Some(total) => Some(total.acquire_many_async(n).await),
+        };
+        key_permit.with_total(total)
+    }
+
+    /// Takes `n` slots of `key` and `n` of the total at once as an owned permit, if they are
+    /// free. Never waits. As [`try_acquire_many`](Self::try_acquire_many), with the permit of
+    /// [`try_acquire_owned`](Self::try_acquire_owned).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_many`](Self::try_acquire_many).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = Arc::new(KeyedBulkhead::<u64>::builder("api").build()?);
+    /// let permit = tenants.try_acquire_many_owned(&42, 5)?;
+    /// std::thread::spawn(move || assert_eq!(permit.num_permits(), 5)).join().unwrap();
+    /// assert_eq!(tenants.key_metrics(&42).unwrap().in_flight_calls(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_acquire_many_owned(
+        &self,
+        key: &K,
+        n: u32,
+    ) -> Result<OwnedKeyedPermit, BulkheadFull> {
+        self.total_admits(n)?;
+        let (bulkhead, mark) = take(self.bulkhead_for(key)?, |key| key.try_acquire_many(n))?;
+        let key_permit = OwnedPermit::with_permits(bulkhead, n, mark);
+        let total = self.total.as_ref().map(|total| total.try_acquire_many_owned(n));
+        both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
+    }
+
+    /// Waits asynchronously for `n` slots of `key` at once, then `n` of the total, as an
+    /// owned permit: the owned [`acquire_many_async`](Self::acquire_many_async). The key is
+    /// looked up (and created) when this is called; the future is `Send + 'static`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire_many_async`](Self::acquire_many_async).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many) (a refusal before any wait is the future's
+    /// output).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let tenants = Arc::new(KeyedBulkhead::<u64>::builder("api").build()?);
+    /// let permit = tokio::spawn(tenants.acquire_many_owned_async(&42, 3)).await??;
+    /// assert_eq!(tenants.key_metrics(&42).unwrap().in_flight_calls(), 3);
+    /// drop(permit);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_many_owned_async(&self, key: &K, n: u32) -> AcquireOwnedKeyed {
+        let looked_up = self.total_admits(n).and_then(|()| self.bulkhead_for(key));
+        AcquireOwnedKeyed::new(looked_up, self.total.clone(), n)
     }
 
     /// Runs `f` on the calling thread with a slot of `key` (and of the total) held; the
@@ -1902,7 +2123,13 @@ impl<'a> KeyedPermit<'a> {
     /// yet ([`with_total`](Self::with_total) adds it).
     #[inline]
     fn key_slot(key: Arc<Bulkhead>, mark: Mark) -> Self {
-        KeyedPermit { key, permits: 1, mark, total: None, total_mark: Mark::NONE }
+        Self::key_slots(key, 1, mark)
+    }
+
+    /// As [`key_slot`](Self::key_slot), for `permits` slots of `key` already taken.
+    #[inline]
+    fn key_slots(key: Arc<Bulkhead>, permits: u32, mark: Mark) -> Self {
+        KeyedPermit { key, permits, mark, total: None, total_mark: Mark::NONE }
     }
 
     /// Adds the total's answer (if the keyed bulkhead has a total): the permit with both
@@ -1926,6 +2153,95 @@ impl<'a> KeyedPermit<'a> {
     /// The bulkhead of the permit's key (the fallback key's, if the call was sent there).
     pub fn key_bulkhead(&self) -> &Bulkhead {
         &self.key
+    }
+
+    /// How many slots this permit holds of its key, and as many of the total when the keyed
+    /// bulkhead has one: 1 for the plain acquires, `n` for
+    /// [`try_acquire_many`](KeyedBulkhead::try_acquire_many) and the other weighted verbs.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts").build()?;
+    /// assert_eq!(hosts.try_acquire(&"a.example")?.num_permits(), 1);
+    /// assert_eq!(hosts.try_acquire_many(&"a.example", 3)?.num_permits(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn num_permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// Splits `n` slots off into a new permit of the same key (and `n` of the total with
+    /// them); `None`, changing nothing, if this permit holds fewer than `n`. As
+    /// [`Permit::split`]: `split(0)` gives an empty permit, no slot is taken or released,
+    /// and the new permit is a call of its own for counters and events (`CallPermitted` now
+    /// on the key and the total, `CallFinished` when dropped). Like any keyed permit, the
+    /// new one keeps its key live until it is dropped.
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, keyed::KeyedBulkhead};
+    /// let tenants = KeyedBulkhead::<u32>::builder("api")
+    ///     .total(BulkheadConfig::builder().max_concurrent_calls(8).build()?)
+    ///     .build()?;
+    /// let mut batch = tenants.try_acquire_many(&7, 5)?;
+    /// let two = batch.split(2).unwrap();
+    /// assert_eq!((batch.num_permits(), two.num_permits()), (3, 2));
+    /// assert!(batch.split(4).is_none());
+    /// drop(two);
+    /// assert_eq!(tenants.key_metrics(&7).unwrap().in_flight_calls(), 3);
+    /// assert_eq!(tenants.total_metrics().unwrap().in_flight_calls(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn split(&mut self, n: u32) -> Option<Self> {
+        self.permits = self.permits.checked_sub(n)?;
+        // The new guard's own marks, as `Permit::split` gives it (counted and told now if
+        // anyone observes). The `Arc` is cloned from this permit's, outside the shard's
+        // lock: the key is not idle (this permit holds it), so no eviction can race it.
+        let mark = self.key.permitted(self.key.sem().load());
+        let total_mark = self.total.map_or(Mark::NONE, |total| total.permitted(total.sem().load()));
+        Some(KeyedPermit {
+            key: Arc::clone(&self.key),
+            permits: n,
+            mark,
+            total: self.total,
+            total_mark,
+        })
+    }
+
+    /// Moves every slot of `other` (of the key and of the total) into this permit. As
+    /// [`Permit::merge`]: `other`'s call ends here (it reports `CallFinished` as if dropped)
+    /// but releases nothing.
+    ///
+    /// # Panics
+    ///
+    /// If `other` holds slots of another bulkhead: another key, or another keyed bulkhead
+    /// (its slots cannot count against this key's limit), as [`Permit::merge`] and tokio's
+    /// `SemaphorePermit::merge` do. Two keys whose calls went to the fallback key hold slots
+    /// of the same bulkhead and merge. On the panic `other` is dropped while unwinding, so
+    /// its slots go back to its own key and total: nothing is lost.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = KeyedBulkhead::<u32>::builder("api").build()?;
+    /// let mut batch = tenants.try_acquire_many(&7, 2)?;
+    /// batch.merge(tenants.try_acquire(&7)?);
+    /// assert_eq!(batch.num_permits(), 3);
+    /// assert_eq!(tenants.key_metrics(&7).unwrap().in_flight_calls(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn merge(&mut self, mut other: Self) {
+        let same_total = match (self.total, other.total) {
+            (None, None) => true,
+            (Some(a), Some(b)) => core::ptr::eq(a, b),
+            _ => false,
+        };
+        assert!(
+            Arc::ptr_eq(&self.key, &other.key) && same_total,
+            "merging permits of two bulkheads ('{}' and '{}')",
+            self.key.name(),
+            other.key.name()
+        );
+        self.permits += core::mem::take(&mut other.permits);
     }
 }
 
@@ -2003,6 +2319,77 @@ impl OwnedKeyedPermit {
         self.key.bulkhead()
     }
 
+    /// How many slots this permit holds of its key (and as many of the total), as
+    /// [`KeyedPermit::num_permits`].
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build()?;
+    /// assert_eq!(tenants.try_acquire_many_owned(&42, 4)?.num_permits(), 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn num_permits(&self) -> u32 {
+        self.key.num_permits()
+    }
+
+    /// Splits `n` slots off into a new owned permit of the same key (and `n` of the total),
+    /// as [`KeyedPermit::split`]: `None`, changing nothing, if this permit holds fewer.
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, keyed::KeyedBulkhead};
+    /// let tenants = KeyedBulkhead::<u64>::builder("api")
+    ///     .total(BulkheadConfig::builder().max_concurrent_calls(8).build()?)
+    ///     .build()?;
+    /// let mut batch = tenants.try_acquire_many_owned(&42, 4)?;
+    /// let one = batch.split(1).unwrap();
+    /// std::thread::spawn(move || drop(one)).join().unwrap();
+    /// assert_eq!(tenants.total_metrics().unwrap().in_flight_calls(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn split(&mut self, n: u32) -> Option<Self> {
+        let key = self.key.split(n)?;
+        // The total holds as many slots as the key, so its split succeeds too.
+        let total = self.total.as_mut().and_then(|total| total.split(n));
+        debug_assert_eq!(total.is_some(), self.total.is_some());
+        Some(OwnedKeyedPermit { key, total })
+    }
+
+    /// Moves every slot of `other` (of the key and of the total) into this permit, as
+    /// [`KeyedPermit::merge`].
+    ///
+    /// # Panics
+    ///
+    /// If `other` holds slots of another bulkhead (another key, or another keyed
+    /// bulkhead); `other` then releases its slots to its own key and total while unwinding.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build()?;
+    /// let mut batch = tenants.try_acquire_owned(&42)?;
+    /// batch.merge(tenants.try_acquire_many_owned(&42, 2)?);
+    /// assert_eq!(batch.num_permits(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn merge(&mut self, other: Self) {
+        let same_total = match (&self.total, &other.total) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a.bulkhead(), b.bulkhead()),
+            _ => false,
+        };
+        assert!(
+            Arc::ptr_eq(self.key.bulkhead(), other.key.bulkhead()) && same_total,
+            "merging permits of two bulkheads ('{}' and '{}')",
+            self.key.bulkhead().name(),
+            other.key.bulkhead().name()
+        );
+        let OwnedKeyedPermit { key, total } = other;
+        self.key.merge(key);
+        if let (Some(mine), Some(theirs)) = (&mut self.total, total) {
+            mine.merge(theirs);
+        }
+    }
+
     /// The shared total, if the keyed bulkhead has one.
     pub fn total_bulkhead(&self) -> Option<&Arc<Bulkhead>> {
         self.total.as_ref().map(OwnedPermit::bulkhead)
@@ -2036,13 +2423,15 @@ impl fmt::Debug for OwnedKeyedPermit {
 }
 
 pin_project! {
-    /// The future returned by [`KeyedBulkhead::acquire_owned_async`]: waits for a slot of
-    /// the key, then of the total (each up to its bulkhead's max wait). `Send + 'static`.
+    /// The future returned by [`KeyedBulkhead::acquire_owned_async`] and
+    /// [`KeyedBulkhead::acquire_many_owned_async`]: waits for its slots of the key, then as
+    /// many of the total (each up to its bulkhead's max wait, each granted whole).
+    /// `Send + 'static`.
     ///
     /// # Cancel safety
     ///
-    /// Dropping it at any point loses nothing: a queued wait leaves its queue, and a key
-    /// slot already taken is released.
+    /// Dropping it at any point loses nothing: a queued wait leaves its queue, and the key
+    /// slots already taken are released.
     #[must_use = "futures do nothing unless polled"]
     pub struct AcquireOwnedKeyed {
         #[pin]
@@ -2070,12 +2459,16 @@ pin_project! {
 }
 
 impl AcquireOwnedKeyed {
+    /// Waits for `permits` slots of the looked-up key's bulkhead, then as many of `total`.
     pub(crate) fn new(
         looked_up: Result<Arc<Bulkhead>, BulkheadFull>,
         total: Option<Arc<Bulkhead>>,
+        permits: u32,
     ) -> Self {
         let state = match looked_up {
-            Ok(bulkhead) => OwnedState::Key { acquire: AcquireOwned::new(bulkhead), total },
+            Ok(bulkhead) => {
+                OwnedState::Key { acquire: AcquireOwned::many(bulkhead, permits), total }
+            }
             Err(refused) => OwnedState::Refused { refused: Some(refused) },
         };
         AcquireOwnedKeyed { state }
@@ -2097,7 +2490,8 @@ impl Future for AcquireOwnedKeyed {
                     Ok(key) => match total.take() {
                         None => Ok(OwnedKeyedPermit { key, total: None }),
                         Some(total) => {
-                            let acquire = AcquireOwned::new(total);
+                            // As many of the total as the key granted.
+                            let acquire = AcquireOwned::many(total, key.num_permits());
                             state.set(OwnedState::Total { acquire, key: Some(key) });
                             continue;
                         }
