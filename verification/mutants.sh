@@ -138,6 +138,8 @@ MUTANTS=(
     drain_never_refuses_above_limit
     timed_out_weighted_owes_no_drain
     owed_drain_wakes_under_lock
+    keyed_owned_async_total_takes_one
+    keyed_weighted_total_takes_one
 )
 ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed "
 
@@ -199,6 +201,8 @@ describe() {
     owed_drain_wakes_under_lock) echo "weighted: the drain a timed-out weighted head owes wakes the granted waiters under the queue lock" ;;
     adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
     adaptive_releases_before_recording) echo "adaptive (issue 17): a permit is released before its sample is recorded (a queued caller is admitted under the limit before the failure)" ;;
+    keyed_owned_async_total_takes_one) echo "keyed weighted (issue 20): the owned async acquire asks the total for 1 slot, whatever its key granted" ;;
+    keyed_weighted_total_takes_one) echo "keyed weighted (issue 20): the borrowed weighted acquires ask the total for 1 slot, whatever the key granted" ;;
     esac
 }
 
@@ -410,6 +414,10 @@ apply() {
             drop(queue);
         }
         outcome' ;;
+    keyed_owned_async_total_takes_one)
+        mutate src/keyed/mod.rs '                            let acquire = AcquireOwned::many(total, key.num_permits());' '                            let acquire = AcquireOwned::many(total, 1);' ;;
+    keyed_weighted_total_takes_one)
+        mutate src/keyed/mod.rs '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, n)))' '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, 1)))' ;;
     adaptive_limit_applied_without_recheck)
         mutate src/adaptive/mod.rs '            if latest == limit {' '            if latest == limit || true {' ;;
     *)
