@@ -11,6 +11,19 @@
 //! and never of total slots that other keys need. When either level refuses, the caller holds
 //! nothing: a key slot taken before the total refused is released before the error returns.
 //!
+//! # Weighted requests
+//!
+//! A request for `n` ([`try_acquire_many`](KeyedBulkhead::try_acquire_many) and the other
+//! `_many` verbs) takes `n` slots of its key, then `n` of the total, in the same order as a
+//! single slot, so the argument above holds. Each level grants its `n` whole or not at all
+//! (the engine's weighted requests: strict FIFO, no partial grant), so a waiter never holds
+//! part of its request at a level; between the levels it holds its key's `n` while it waits
+//! for the total's, and a refusal, timeout or cancellation at the total gives those back
+//! before the error returns. A request above the total's limit is refused with
+//! [`RejectReason::ExceedsLimit`] before its key is looked up (it could never be granted, so
+//! it neither waits at its key nor creates it); one above its key's limit, by the key,
+//! before any wait. A keyed permit's `merge` takes only a permit of the same key's bulkhead.
+//!
 //! # Fairness
 //!
 //! - Within a key: FIFO, as for any [`Bulkhead`] (no newcomer overtakes a queued caller).
@@ -53,7 +66,10 @@
 //! A keyed bulkhead offers the verbs of [`Bulkhead`] with a key: `try_acquire`, `acquire`,
 //! `acquire_timeout`, `acquire_async`, `acquire_async_with_sleep`, the owned forms
 //! (`try_acquire_owned`, `acquire_owned`, `acquire_owned_async`, giving an
-//! [`OwnedKeyedPermit`]), `call`, `call_async`, `call_fallible`, `call_async_fallible`,
+//! [`OwnedKeyedPermit`]), the weighted ones (`try_acquire_many`, `acquire_many`,
+//! `acquire_many_async`, `try_acquire_many_owned`, `acquire_many_owned_async`, with
+//! `num_permits`, `split` and `merge` on the permits; see below), `call`, `call_async`,
+//! `call_fallible`, `call_async_fallible`,
 //! `call_owned_async_fallible`, `close`, `is_closed`, `wait_drained`, `drained`, `on_event`,
 //! `enable_counters`, and `change_*_config` for a key, the default and the total. Every
 //! refusal is a [`BulkheadFull`] naming the level that refused: `"{name}/{key}"` for a key
