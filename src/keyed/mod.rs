@@ -1940,7 +1940,7 @@ fn take(
 /// Releases `permits` slots of `bulkhead` granted while it was observed (`mark` set): out
 /// of line, off a keyed permit's inlined drop.
 #[inline(never)]
-fn release_marked(bulkhead: &Bulkhead, permits: u32, mark: Mark) {
+fn release_marked_slots(bulkhead: &Bulkhead, permits: u32, mark: Mark) {
     bulkhead.release_permits(permits, mark);
 }
 
@@ -2103,8 +2103,8 @@ pub struct KeyedMetrics<K> {
     pub too_many_keys: u64,
 }
 
-/// A slot of a key and, with a total, one of the total, borrowed from the
-/// [`KeyedBulkhead`]; both released on drop (the key's first).
+/// A slot of a key (or `n` of them, from the weighted verbs) and, with a total, as many of
+/// the total, borrowed from the [`KeyedBulkhead`]; both released on drop (the key's first).
 ///
 /// ```
 /// use bulkhead::keyed::KeyedBulkhead;
@@ -2273,7 +2273,7 @@ impl Drop for KeyedPermit<'_> {
         self.key.release_permits(self.permits, Mark::NONE);
         if let Some(total) = self.total {
             if self.total_mark.is_set() {
-                return release_marked(total, self.permits, self.total_mark);
+                return release_marked_slots(total, self.permits, self.total_mark);
             }
             total.release_permits(self.permits, Mark::NONE);
         }
@@ -2302,9 +2302,9 @@ impl fmt::Debug for KeyedPermit<'_> {
     }
 }
 
-/// A slot of a key and, with a total, one of the total, holding both bulkheads by `Arc`:
-/// `Send + 'static`, so it can move to another task or thread. Both released on drop (the
-/// key's first). Holding it keeps its key live.
+/// A slot of a key (or `n` of them) and, with a total, as many of the total, holding both
+/// bulkheads by `Arc`: `Send + 'static`, so it can move to another task or thread. Both
+/// released on drop (the key's first). Holding it keeps its key live.
 ///
 /// ```
 /// use std::sync::Arc;
