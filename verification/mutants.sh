@@ -415,7 +415,7 @@ apply() {
         }
         outcome' ;;
     keyed_owned_async_total_takes_one)
-        mutate src/keyed/mod.rs '                            let acquire = AcquireOwned::many(total, key.num_permits());' '                            let acquire = AcquireOwned::many(total, 1);' ;;
+        mutate src/keyed/mod.rs '                            let acquire = AcquireOwned::many(total, *permits);' '                            let acquire = AcquireOwned::many(total, 1);' ;;
     keyed_weighted_total_takes_one)
         mutate src/keyed/mod.rs '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, n)))' '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, 1)))' ;;
     adaptive_limit_applied_without_recheck)

@@ -2464,6 +2464,8 @@ pin_project! {
             #[pin]
             acquire: AcquireOwned,
             total: Option<Arc<Bulkhead>>,
+            // The request, kept for the total (the key's acquire has its own copy).
+            permits: u32,
         },
         Total {
             #[pin]
@@ -2483,7 +2485,8 @@ impl AcquireOwnedKeyed {
     ) -> Self {
         let state = match looked_up {
             Ok(bulkhead) => {
-                OwnedState::Key { acquire: AcquireOwned::many(bulkhead, permits), total }
+                let acquire = AcquireOwned::many(bulkhead, permits);
+                OwnedState::Key { acquire, total, permits }
             }
             Err(refused) => OwnedState::Refused { refused: Some(refused) },
         };
@@ -2501,13 +2504,13 @@ impl Future for AcquireOwnedKeyed {
                 OwnedStateProj::Refused { refused } => {
                     Err(refused.take().expect("a refusal is reported once"))
                 }
-                OwnedStateProj::Key { acquire, total } => match ready!(acquire.poll(cx)) {
+                OwnedStateProj::Key { acquire, total, permits } => match ready!(acquire.poll(cx)) {
                     Err(refused) => Err(refused),
                     Ok(key) => match total.take() {
                         None => Ok(OwnedKeyedPermit { key, total: None }),
                         Some(total) => {
-                            // As many of the total as the key granted.
-                            let acquire = AcquireOwned::many(total, key.num_permits());
+                            // The same request of the total as of the key.
+                            let acquire = AcquireOwned::many(total, *permits);
                             state.set(OwnedState::Total { acquire, key: Some(key) });
                             continue;
                         }
