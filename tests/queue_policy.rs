@@ -413,3 +413,26 @@ fn evictions_are_counted_by_reason() {
     drop(held);
     drop(b.outcome().unwrap());
 }
+
+#[test]
+fn a_keyed_bulkhead_takes_the_same_requests_at_both_levels() {
+    use bulkhead::keyed::KeyedBulkhead;
+    let keyed = KeyedBulkhead::<u32>::builder("tenants")
+        .default_config(headroom(2, 1))
+        .total(headroom(3, 1))
+        .build()
+        .unwrap();
+    let shed = keyed.try_acquire_many(&1, Criticality::Sheddable).unwrap();
+    // Key 1 has 1 free, kept from sheddable calls.
+    let err = keyed.try_acquire_many(&1, Criticality::Sheddable).unwrap_err();
+    assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::Full, "tenants/1"));
+    let user = keyed.try_acquire_many(&1, Criticality::Critical).unwrap();
+    // The total has 1 free (3 - 2), kept from sheddable calls too: key 2 is refused there.
+    let err = keyed.try_acquire_many(&2, Criticality::Sheddable).unwrap_err();
+    assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::Full, "tenants"));
+    let owned =
+        keyed.try_acquire_many_owned(&2, Request::permits(1).criticality(Criticality::Critical));
+    assert_eq!(owned.unwrap().num_permits(), 1);
+    drop((shed, user));
+    assert_eq!(keyed.total_metrics().unwrap().available_concurrent_calls(), 3);
+}

@@ -516,6 +516,15 @@ mod family {
             scenarios_family::keyed_owned_async_hostile_wakers_keep_total,
         );
     }
+
+    /// Issue 20: a blocking weighted keyed request and a cancelled owned async one racing
+    /// another key's release through the total: the total never exceeded, nothing lost.
+    #[test]
+    fn keyed_weighted_racing_release_keeps_total() {
+        run_model("keyed_weighted_racing_release_keeps_total", || {
+            scenarios_family::keyed_weighted_racing_release_keeps_total(true, 1)
+        });
+    }
 }
 
 // ---------------------------------------------------------------------------------------

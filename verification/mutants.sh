@@ -142,6 +142,8 @@ MUTANTS=(
     sheddable_fast_path_ignores_headroom
     queue_ignores_headroom
     classes_served_lowest_first
+    keyed_owned_async_total_takes_one
+    keyed_weighted_total_takes_one
 )
 ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed "
 
@@ -207,6 +209,8 @@ describe() {
     owed_drain_wakes_under_lock) echo "weighted: the drain a timed-out weighted head owes wakes the granted waiters under the queue lock" ;;
     adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
     adaptive_releases_before_recording) echo "adaptive (issue 17): a permit is released before its sample is recorded (a queued caller is admitted under the limit before the failure)" ;;
+    keyed_owned_async_total_takes_one) echo "keyed weighted (issue 20): the owned async acquire asks the total for 1 slot, whatever its key granted" ;;
+    keyed_weighted_total_takes_one) echo "keyed weighted (issue 20): the borrowed weighted acquires ask the total for 1 slot, whatever the key granted" ;;
     esac
 }
 
@@ -334,10 +338,10 @@ apply() {
             Err(refused)' ;;
     keyed_sync_takes_total_before_key)
         mutate src/keyed/mod.rs '        let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
-        let key_permit = KeySlot(bulkhead, mark);
+        let key_permit = KeyedPermit::key_slot(bulkhead, mark);
         let total = self.total.as_deref().map(Bulkhead::acquire);' '        let total = self.total.as_deref().map(Bulkhead::acquire);
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
-        let key_permit = KeySlot(bulkhead, mark);' ;;
+        let key_permit = KeyedPermit::key_slot(bulkhead, mark);' ;;
     keyed_evicts_by_metrics)
         mutate src/keyed/mod.rs '    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())' '    closed || bulkhead.sem().is_idle_acquire()' ;;
     keyed_evicts_without_acquire)
@@ -361,12 +365,14 @@ apply() {
                 let found = Arc::clone(&entry.bulkhead);' &&
         mutate src/keyed/mod.rs '            if !self.reserve() {' '            if !reserved {' ;;
     keyed_try_takes_total_before_key)
-        mutate src/keyed/mod.rs '            Some(total) => {
-                let key_permit = self.try_key(key, KeySlot)?;
-                both(key_permit, Some(total.try_acquire()))' '            Some(total) => {
-                let total_first = total.try_acquire();
-                let key_permit = self.try_key(key, KeySlot)?;
-                both(key_permit, Some(total_first))' ;;
+        mutate src/keyed/mod.rs '        let key_permit = self.try_key(key, KeyedPermit::key_slot);
+        match self.total.as_deref() {
+            None => key_permit,
+            Some(total) => key_permit?.with_total(Some(total.try_acquire())),' '        let total_first = self.total.as_deref().map(Bulkhead::try_acquire);
+        let key_permit = self.try_key(key, KeyedPermit::key_slot);
+        match total_first {
+            None => key_permit,
+            Some(total) => key_permit?.with_total(Some(total)),' ;;
     keyed_listener_read_before_shard_lock)
         mutate src/keyed/mod.rs '        let mut new = Some((Arc::new(key.clone()), Arc::new(bulkhead)));' '        let mut new = Some((Arc::new(key.clone()), Arc::new(bulkhead)));
         let early = self.settings.lock().bring_up_to_date(key, &new.as_ref().expect("made").1, version);' &&
@@ -428,6 +434,10 @@ apply() {
             drop(queue);
         }
         outcome' ;;
+    keyed_owned_async_total_takes_one)
+        mutate src/keyed/mod.rs '                            let acquire = AcquireOwned::many(total, *permits);' '                            let acquire = AcquireOwned::many(total, 1);' ;;
+    keyed_weighted_total_takes_one)
+        mutate src/keyed/mod.rs '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, n)))' '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, 1)))' ;;
     adaptive_limit_applied_without_recheck)
         mutate src/adaptive/mod.rs '            if latest == limit {' '            if latest == limit || true {' ;;
     *)

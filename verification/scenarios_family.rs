@@ -305,3 +305,92 @@ pub fn keyed_listener_racing_new_key_registered_once() {
     assert_eq!(after, 2, "a call on the new key was heard {after} times, not once per event");
     assert_quiescent(&keyed.key_bulkhead(&5).expect("live"), 1);
 }
+
+/// Issue 20, keyed weighted permits: weighted requests racing another key's release through
+/// the total. Keys of 2 slots, a total of 3, unbounded waits at both levels. The main thread
+/// holds key 1's 2 slots (1 of the total left) and releases them while the callers run:
+/// with `blocking`, one thread asks key 0 for 2 (`acquire_many`); each of `owned_async`
+/// threads asks its own key (2, 3, ...) for 2 with `acquire_many_owned_async`, polls it,
+/// yields, polls again and cancels it (drops it) if it is still pending: queued at its key
+/// (nothing held), or at the total (its key's 2 must go back), or granted but not yet
+/// polled (both levels must go back).
+///
+/// Every holder counts the total's slots it holds: they never exceed 3 (a request granted
+/// fewer of the total than of its key would show here); every request is granted whole or
+/// cancelled; at the end every slot of every key and of the total is back.
+pub fn keyed_weighted_racing_release_keeps_total(blocking: bool, owned_async: usize) {
+    use core::future::Future;
+    use core::task::{Context, Poll};
+
+    let keyed = {
+        let builder = bulkhead::keyed::KeyedBulkhead::builder("keyed")
+            .default_config(config(2, Duration::MAX))
+            .total(config(3, Duration::MAX))
+            .shards(2)
+            .hasher(core::hash::BuildHasherDefault::<KeyHasher>::default());
+        Arc::new(builder.build().expect("valid keyed config"))
+    };
+    // Slots of the total held by the callers (each adds what its permit holds once granted,
+    // and takes it off before the release), and how often that went above 3.
+    let in_use = Arc::new(AtomicUsize::new(0));
+    let over = Arc::new(AtomicUsize::new(0));
+    let enter = {
+        let (in_use, over) = (Arc::clone(&in_use), Arc::clone(&over));
+        move |n: u32| {
+            if in_use.fetch_add(n as usize, SeqCst) + n as usize > 3 {
+                over.fetch_add(1, SeqCst);
+            }
+        }
+    };
+    let leave = {
+        let in_use = Arc::clone(&in_use);
+        move |n: u32| {
+            in_use.fetch_sub(n as usize, SeqCst);
+        }
+    };
+    let held = keyed.try_acquire_many_owned(&1, 2).expect("key 1 and the total are free");
+    enter(held.num_permits());
+    let mut handles = Vec::new();
+    if blocking {
+        let (keyed, enter, leave) = (Arc::clone(&keyed), enter.clone(), leave.clone());
+        handles.push(rt::spawn(move || {
+            let permit = keyed.acquire_many(&0, 2).expect("an unbounded wait is granted");
+            enter(permit.num_permits());
+            leave(permit.num_permits());
+            drop(permit);
+            1
+        }));
+    }
+    for key in 2..2 + owned_async {
+        let (keyed, enter, leave) = (Arc::clone(&keyed), enter.clone(), leave.clone());
+        handles.push(rt::spawn(move || {
+            let mut acquire = Box::pin(keyed.acquire_many_owned_async(&key, 2));
+            let waker = futures::task::noop_waker();
+            for attempt in 0..2 {
+                if attempt == 1 {
+                    rt::yield_now();
+                }
+                if let Poll::Ready(result) = acquire.as_mut().poll(&mut Context::from_waker(&waker))
+                {
+                    let permit = result.expect("an unbounded wait is granted");
+                    enter(permit.num_permits());
+                    leave(permit.num_permits());
+                    drop(permit);
+                    return 1;
+                }
+            }
+            // Still pending: cancelled, wherever it waits.
+            drop(acquire);
+            0
+        }));
+    }
+    leave(held.num_permits());
+    drop(held);
+    let granted: usize = handles.into_iter().map(join).sum();
+    assert!(granted >= usize::from(blocking), "the blocking request was not granted");
+    assert_eq!(over.load(SeqCst), 0, "the total's slots in use went above its limit of 3");
+    assert_quiescent(keyed.total().expect("a total"), 3);
+    for key in (0..2 + owned_async).filter(|&key| blocking || key != 0) {
+        assert_quiescent(&keyed.key_bulkhead(&key).expect("live"), 2);
+    }
+}

@@ -302,6 +302,10 @@ mod family {
             crate::scenarios_family::keyed_owned_async_hostile_wakers_keep_total();
         keyed_listener_racing_new_key_registered_once =>
             crate::scenarios_family::keyed_listener_racing_new_key_registered_once();
+        keyed_weighted_racing_release_keeps_total =>
+            crate::scenarios_family::keyed_weighted_racing_release_keeps_total(true, 1);
+        keyed_weighted_racing_release_three_owned_keeps_total =>
+            crate::scenarios_family::keyed_weighted_racing_release_keeps_total(true, 3);
     }
 
     /// As `replay` above, for these scenarios: `SHUTTLE_REPLAY_SCENARIO=<name>

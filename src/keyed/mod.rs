@@ -11,6 +11,19 @@
 //! and never of total slots that other keys need. When either level refuses, the caller holds
 //! nothing: a key slot taken before the total refused is released before the error returns.
 //!
+//! # Weighted requests
+//!
+//! A request for `n` ([`try_acquire_many`](KeyedBulkhead::try_acquire_many) and the other
+//! `_many` verbs) takes `n` slots of its key, then `n` of the total, in the same order as a
+//! single slot, so the argument above holds. Each level grants its `n` whole or not at all
+//! (the engine's weighted requests: strict FIFO, no partial grant), so a waiter never holds
+//! part of its request at a level; between the levels it holds its key's `n` while it waits
+//! for the total's, and a refusal, timeout or cancellation at the total gives those back
+//! before the error returns. A request above the total's limit is refused with
+//! [`RejectReason::ExceedsLimit`] before its key is looked up (it could never be granted, so
+//! it neither waits at its key nor creates it); one above its key's limit, by the key,
+//! before any wait. A keyed permit's `merge` takes only a permit of the same key's bulkhead.
+//!
 //! # Fairness
 //!
 //! - Within a key: FIFO, as for any [`Bulkhead`] (no newcomer overtakes a queued caller).
@@ -53,7 +66,10 @@
 //! A keyed bulkhead offers the verbs of [`Bulkhead`] with a key: `try_acquire`, `acquire`,
 //! `acquire_timeout`, `acquire_async`, `acquire_async_with_sleep`, the owned forms
 //! (`try_acquire_owned`, `acquire_owned`, `acquire_owned_async`, giving an
-//! [`OwnedKeyedPermit`]), `call`, `call_async`, `call_fallible`, `call_async_fallible`,
+//! [`OwnedKeyedPermit`]), the weighted ones (`try_acquire_many`, `acquire_many`,
+//! `acquire_many_async`, `try_acquire_many_owned`, `acquire_many_owned_async`, with
+//! `num_permits`, `split` and `merge` on the permits; see below), `call`, `call_async`,
+//! `call_fallible`, `call_async_fallible`,
 //! `call_owned_async_fallible`, `close`, `is_closed`, `wait_drained`, `drained`, `on_event`,
 //! `enable_counters`, and `change_*_config` for a key, the default and the total. Every
 //! refusal is a [`BulkheadFull`] naming the level that refused: `"{name}/{key}"` for a key
@@ -108,6 +124,7 @@ use crate::bulkhead::config::{BulkheadConfig, ConfigError};
 use crate::bulkhead::error::BulkheadFull;
 use crate::bulkhead::future::AcquireOwned;
 use crate::bulkhead::permit::{Mark, Marked, Outcome, OwnedPermit, Permit};
+use crate::bulkhead::request::Request;
 use crate::bulkhead::Bulkhead;
 use crate::engine::state::Word;
 use crate::engine::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
@@ -903,16 +920,13 @@ where
     /// ```
     #[inline]
     pub fn try_acquire(&self, key: &K) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        // One call site: with two (one per arm), LLVM outlined `try_key` (callgrind: +8 on
+        // acquire + release, +12 on a refusal). Without a total the key's result is the
+        // call's, moved as is.
+        let key_permit = self.try_key(key, KeyedPermit::key_slot);
         match self.total.as_deref() {
-            // Without a total the key's result is the call's: no second `Result` to build.
-            None => {
-                self.try_key(key, |key, mark| KeyedPermit { key: KeySlot(key, mark), total: None })
-            }
-            Some(total) => {
-                let key_permit = self.try_key(key, KeySlot)?;
-                both(key_permit, Some(total.try_acquire()))
-                    .map(|(key, total)| KeyedPermit { key, total })
-            }
+            None => key_permit,
+            Some(total) => key_permit?.with_total(Some(total.try_acquire())),
         }
     }
 
@@ -942,9 +956,9 @@ where
     /// ```
     pub fn acquire(&self, key: &K) -> Result<KeyedPermit<'_>, BulkheadFull> {
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
-        let key_permit = KeySlot(bulkhead, mark);
+        let key_permit = KeyedPermit::key_slot(bulkhead, mark);
         let total = self.total.as_deref().map(Bulkhead::acquire);
-        both(key_permit, total).map(|(key, total)| KeyedPermit { key, total })
+        key_permit.with_total(total)
     }
 
     /// Takes a slot of `key` and, with a total, one of the total, waiting at most `wait` in
@@ -983,12 +997,12 @@ where
         let clock = crate::engine::sync::Clock::new();
         let deadline = clock.deadline(clock.now(), wait);
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, |b| b.acquire_timeout(wait))?;
-        let key_permit = KeySlot(bulkhead, mark);
+        let key_permit = KeyedPermit::key_slot(bulkhead, mark);
         let total = self.total.as_deref().map(|total| {
             // What the key's wait left of `wait`.
             total.acquire_timeout(deadline.map_or(wait, |d| clock.between(clock.now(), d)))
         });
-        both(key_permit, total).map(|(key, total)| KeyedPermit { key, total })
+        key_permit.with_total(total)
     }
 
     /// The async [`acquire`](Self::acquire): waits for a slot of `key` up to the key's max
@@ -1016,15 +1030,7 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub async fn acquire_async(&self, key: &K) -> Result<KeyedPermit<'_>, BulkheadFull> {
-        let bulkhead = self.bulkhead_for(key)?;
-        // The slot goes to the key's part of the permit, on the same `Arc`.
-        let mark = bulkhead.acquire_async().await?.into_mark();
-        let key_permit = KeySlot(bulkhead, mark);
-        let total = match self.total.as_deref() {
-            None => None,
-            Some(total) => Some(total.acquire_async().await),
-        };
-        both(key_permit, total).map(|(key, total)| KeyedPermit { key, total })
+        self.acquire_many_async(key, 1).await
     }
 
     /// Waits asynchronously for a slot of `key`, then of the total, each up to its
@@ -1080,12 +1086,12 @@ where
         // The slot moves to the key's part of the permit on the same `Arc`: no release in
         // between.
         let mark = permit.into_mark();
-        let key_permit = KeySlot(bulkhead, mark);
+        let key_permit = KeyedPermit::key_slot(bulkhead, mark);
         let total = match self.total.as_deref() {
             None => None,
             Some(total) => Some(total.acquire_async_with_sleep(&mut make_sleep).await),
         };
-        both(key_permit, total).map(|(key, total)| KeyedPermit { key, total })
+        key_permit.with_total(total)
     }
 
     /// Takes an owned slot of `key` (and of the total) if free. Never waits. The permit
@@ -1170,7 +1176,256 @@ where
     /// # }
     /// ```
     pub fn acquire_owned_async(&self, key: &K) -> AcquireOwnedKeyed {
-        AcquireOwnedKeyed::new(self.bulkhead_for(key), self.total.clone())
+        self.acquire_many_owned_async(key, 1)
+    }
+
+    /// Takes `n` slots of `key` and `n` of the total at once, if they are free: a call that
+    /// costs `n` of each limit, as [`Bulkhead::try_acquire_many`]. Never waits.
+    /// `try_acquire_many(&k, 1)` is [`try_acquire`](Self::try_acquire).
+    ///
+    /// All or nothing across both levels: either the permit holds `n` slots of the key and
+    /// `n` of the total, or nothing is held when the error returns (`n` key slots taken
+    /// before the total refused are released first). `n == 0` gives an empty permit unless
+    /// a level is closed.
+    ///
+    /// # Errors
+    ///
+    /// [`RejectReason::ExceedsLimit`] when `n` is above the total's limit (named `name`:
+    /// checked first, before the key is looked up, so such a request creates no key) or
+    /// above the key's (`"{name}/{key}"`); otherwise as [`try_acquire`](Self::try_acquire),
+    /// `Full` when fewer than `n` slots are free at a level.
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, RejectReason, keyed::KeyedBulkhead};
+    /// let limit = |n| BulkheadConfig::builder().max_concurrent_calls(n).build().unwrap();
+    /// let tenants = KeyedBulkhead::<u32>::builder("api")
+    ///     .default_config(limit(4))
+    ///     .total(limit(6))
+    ///     .build()?;
+    /// let batch = tenants.try_acquire_many(&1, 3)?;
+    /// assert_eq!(batch.num_permits(), 3);
+    /// // Key 2 has 4 free, the total only 3: refused by the total, key 2 holds nothing.
+    /// let err = tenants.try_acquire_many(&2, 4).unwrap_err();
+    /// assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::Full, "api"));
+    /// assert_eq!(tenants.key_metrics(&2).unwrap().in_flight_calls(), 0);
+    /// // Above a limit: refused at once, whatever is free.
+    /// let err = tenants.try_acquire_many(&2, 5).unwrap_err();
+    /// assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::ExceedsLimit, "api/2"));
+    /// let err = tenants.try_acquire_many(&3, 7).unwrap_err();
+    /// assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::ExceedsLimit, "api"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_acquire_many(
+        &self,
+        key: &K,
+        request: impl Into<Request>,
+    ) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        self.many(key, request.into(), |bulkhead, request| bulkhead.try_acquire_many(request))
+    }
+
+    /// Takes `n` slots of `key` at once, waiting up to the key's `max_wait_duration`, then
+    /// `n` of the total at once, waiting up to the total's, as [`Bulkhead::acquire_many`]
+    /// does at each level (strict FIFO: a waiter for 3 holds back a later waiter for 1).
+    /// `acquire_many(&k, 1)` is [`acquire`](Self::acquire).
+    ///
+    /// A waiter never holds part of its request: at each level it is granted all `n` slots
+    /// at once or none. Between the levels it holds its key's `n` slots while it waits for
+    /// the total's `n` (as [`acquire`](Self::acquire) holds its key's slot), and gives them
+    /// all back if the total refuses or times out.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread while it waits, as [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_many`](Self::try_acquire_many) (a request above a level's limit is
+    /// refused at once, before any wait), with the waiting reasons of the level that refused
+    /// (`WaitTimedOut`, `TooManyWaiting`), and `ExceedsLimit` when a level's limit shrank
+    /// below `n` while the request waited there.
+    ///
+    /// # Panics
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{BulkheadConfig, RejectReason, keyed::KeyedBulkhead};
+    /// let config = |n| {
+    ///     BulkheadConfig::builder()
+    ///         .max_concurrent_calls(n)
+    ///         .max_wait_duration(Duration::from_millis(5))
+    ///         .build()
+    ///         .unwrap()
+    /// };
+    /// let tenants = KeyedBulkhead::<u32>::builder("api")
+    ///     .default_config(config(3))
+    ///     .total(config(4))
+    ///     .build()?;
+    /// let held = tenants.try_acquire_many(&1, 2)?;
+    /// // Key 2 grants 3 at once; the total has 2 free: waits 5 ms there, then gives up and
+    /// // gives key 2's three slots back.
+    /// let err = tenants.acquire_many(&2, 3).unwrap_err();
+    /// assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::WaitTimedOut, "api"));
+    /// assert_eq!(tenants.key_metrics(&2).unwrap().in_flight_calls(), 0);
+    /// drop(held);
+    /// assert_eq!(tenants.acquire_many(&2, 3)?.num_permits(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_many(
+        &self,
+        key: &K,
+        request: impl Into<Request>,
+    ) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        self.many(key, request.into(), |bulkhead, request| bulkhead.acquire_many(request))
+    }
+
+    /// The borrowed weighted acquires: `acquire` (one of [`Bulkhead::try_acquire_many`] and
+    /// [`Bulkhead::acquire_many`]) takes the request at each level, the key's first, with
+    /// its criticality at both. The request goes through here and
+    /// [`total_admits`](Self::total_admits) only.
+    fn many(
+        &self,
+        key: &K,
+        request: Request,
+        acquire: impl Fn(&Bulkhead, Request) -> Result<Permit<'_>, BulkheadFull>,
+    ) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        let n = request.num_permits();
+        self.total_admits(n)?;
+        let (bulkhead, mark) = take(self.bulkhead_for(key)?, |key| acquire(key, request))?;
+        let key_permit = KeyedPermit::key_slots(bulkhead, n, mark);
+        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, request)))
+    }
+
+    /// Refuses a request for `n` above the total's limit (`ExceedsLimit`, or `Closed` if the
+    /// total is closed), before its key is looked up: the total could never grant it, so
+    /// the caller neither waits for its key nor creates one. The key's own limit is checked
+    /// by its bulkhead's weighted acquire, also before any wait; a limit that shrinks later
+    /// is the engine's to judge (the waiter at the head is refused).
+    #[inline]
+    fn total_admits(&self, n: u32) -> Result<(), BulkheadFull> {
+        match self.total.as_deref() {
+            Some(total) => {
+                let word = total.sem().load();
+                if word.exceeds_limit(n) {
+                    return Err(total.refuse_many(word, n));
+                }
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Waits asynchronously for `n` slots of `key` at once, then `n` of the total, each up
+    /// to its bulkhead's max wait, on any executor: the async
+    /// [`acquire_many`](Self::acquire_many). `acquire_many_async(&k, 1)` is
+    /// [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. A waiter is granted a level's `n` slots at once, never part of them, so
+    /// dropping the future while it waits at the key leaves nothing to give back; dropped
+    /// while it waits at the total, it releases the key's `n` slots; a request granted to a
+    /// future dropped before it returns goes back whole, to the waiters behind.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build()?.block_on(async {
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts").build()?;
+    /// let batch = hosts.acquire_many_async(&"a.example", 4).await?;
+    /// assert_eq!(hosts.key_metrics(&"a.example").unwrap().in_flight_calls(), 4);
+    /// drop(batch);
+    /// # Ok::<(), Box<dyn std::error::Error>>(()) })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn acquire_many_async(
+        &self,
+        key: &K,
+        request: impl Into<Request>,
+    ) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        let request = request.into();
+        let n = request.num_permits();
+        self.total_admits(n)?;
+        let bulkhead = self.bulkhead_for(key)?;
+        // The slots go to the key's part of the permit, on the same `Arc`.
+        let mark = bulkhead.acquire_many_async(request).await?.into_mark();
+        let key_permit = KeyedPermit::key_slots(bulkhead, n, mark);
+        let total = match self.total.as_deref() {
+            None => None,
+            Some(total) => Some(total.acquire_many_async(request).await),
+        };
+        key_permit.with_total(total)
+    }
+
+    /// Takes `n` slots of `key` and `n` of the total at once as an owned permit, if they are
+    /// free. Never waits. As [`try_acquire_many`](Self::try_acquire_many), with the permit of
+    /// [`try_acquire_owned`](Self::try_acquire_owned).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_many`](Self::try_acquire_many).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = Arc::new(KeyedBulkhead::<u64>::builder("api").build()?);
+    /// let permit = tenants.try_acquire_many_owned(&42, 5)?;
+    /// std::thread::spawn(move || assert_eq!(permit.num_permits(), 5)).join().unwrap();
+    /// assert_eq!(tenants.key_metrics(&42).unwrap().in_flight_calls(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_acquire_many_owned(
+        &self,
+        key: &K,
+        request: impl Into<Request>,
+    ) -> Result<OwnedKeyedPermit, BulkheadFull> {
+        let request = request.into();
+        let n = request.num_permits();
+        self.total_admits(n)?;
+        let (bulkhead, mark) = take(self.bulkhead_for(key)?, |key| key.try_acquire_many(request))?;
+        let key_permit = OwnedPermit::with_permits(bulkhead, n, mark);
+        let total = self.total.as_ref().map(|total| total.try_acquire_many_owned(request));
+        both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
+    }
+
+    /// Waits asynchronously for `n` slots of `key` at once, then `n` of the total, as an
+    /// owned permit: the owned [`acquire_many_async`](Self::acquire_many_async). The key is
+    /// looked up (and created) when this is called; the future is `Send + 'static`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire_many_async`](Self::acquire_many_async).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many) (a refusal before any wait is the future's
+    /// output).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let tenants = Arc::new(KeyedBulkhead::<u64>::builder("api").build()?);
+    /// let permit = tokio::spawn(tenants.acquire_many_owned_async(&42, 3)).await??;
+    /// assert_eq!(tenants.key_metrics(&42).unwrap().in_flight_calls(), 3);
+    /// drop(permit);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_many_owned_async(
+        &self,
+        key: &K,
+        request: impl Into<Request>,
+    ) -> AcquireOwnedKeyed {
+        let request = request.into();
+        let looked_up =
+            self.total_admits(request.num_permits()).and_then(|()| self.bulkhead_for(key));
+        AcquireOwnedKeyed::new(looked_up, self.total.clone(), request)
     }
 
     /// Runs `f` on the calling thread with a slot of `key` (and of the total) held; the
@@ -1691,7 +1946,8 @@ fn both<Q, P>(
 
 /// A slot of `bulkhead` taken by `acquire`, returned with the `Arc` (no second clone of it,
 /// no release in between). The caller wraps it at once in a guard that releases it
-/// ([`KeySlot`] or `OwnedPermit::from_acquired`); nothing that can panic comes between.
+/// ([`KeyedPermit::key_slot`] or `OwnedPermit::from_acquired`); nothing that can panic comes
+/// between.
 #[inline]
 fn take(
     bulkhead: Arc<Bulkhead>,
@@ -1702,16 +1958,11 @@ fn take(
     Ok((bulkhead, mark))
 }
 
-/// The key's part of a [`KeyedPermit`]: a slot of the key's bulkhead, held with its `Arc`,
-/// released on drop. An `OwnedPermit` would do, but its out-of-line `Drop` cost a borrowed
-/// keyed acquire + release a call more (callgrind, `benches/results/keyed.md`).
-struct KeySlot(Arc<Bulkhead>, Mark);
-
-impl Drop for KeySlot {
-    #[inline]
-    fn drop(&mut self) {
-        self.0.release_permits(1, self.1);
-    }
+/// Releases `permits` slots of `bulkhead` granted while it was observed (`mark` set): out
+/// of line, off a keyed permit's inlined drop.
+#[inline(never)]
+fn release_marked_slots(bulkhead: &Bulkhead, permits: u32, mark: Mark) {
+    bulkhead.release_permits(permits, mark);
 }
 
 /// A name for an error or event that is not a bulkhead's (a refused key's): inline, cut at a
@@ -1873,8 +2124,8 @@ pub struct KeyedMetrics<K> {
     pub too_many_keys: u64,
 }
 
-/// A slot of a key and, with a total, one of the total, borrowed from the
-/// [`KeyedBulkhead`]; both released on drop (the key's first).
+/// A slot of a key (or `n` of them, from the weighted verbs) and, with a total, as many of
+/// the total, borrowed from the [`KeyedBulkhead`]; both released on drop (the key's first).
 ///
 /// ```
 /// use bulkhead::keyed::KeyedBulkhead;
@@ -1888,30 +2139,193 @@ pub struct KeyedMetrics<K> {
 #[must_use = "the slots are released as soon as the permit is dropped"]
 #[clippy::has_significant_drop]
 pub struct KeyedPermit<'a> {
-    // Dropped in declaration order: the key's slot, then the total's.
-    key: KeySlot,
-    total: Option<Permit<'a>>,
+    // Both levels are released by `Drop`, the key's slots first; the key's `Arc` goes with
+    // the fields afterwards. No field has a release of its own (a `KeySlot` or an
+    // `OwnedPermit` for the key, a `Permit` for the total): each was a second drop function
+    // called from this one's, and adding the total to a permit then had to drop the field's
+    // old value. One `Drop` saved 7 to 9 instructions per keyed acquire + release and 57
+    // with a total (callgrind, `benches/results/keyed.md`).
+    key: Arc<Bulkhead>,
+    /// The slots held of the key's bulkhead, and of the total when there is one (the two
+    /// always hold as many): 1 for the plain acquires, `n` for the weighted ones.
+    permits: u32,
+    mark: Mark,
+    /// The total, when the keyed bulkhead has one, and the mark of its slots.
+    total: Option<&'a Bulkhead>,
+    total_mark: Mark,
+}
+
+impl<'a> KeyedPermit<'a> {
+    /// The key's part of a permit: one slot of `key` already taken, with its mark; no total
+    /// yet ([`with_total`](Self::with_total) adds it).
+    #[inline]
+    fn key_slot(key: Arc<Bulkhead>, mark: Mark) -> Self {
+        Self::key_slots(key, 1, mark)
+    }
+
+    /// As [`key_slot`](Self::key_slot), for `permits` slots of `key` already taken.
+    #[inline]
+    fn key_slots(key: Arc<Bulkhead>, permits: u32, mark: Mark) -> Self {
+        KeyedPermit { key, permits, mark, total: None, total_mark: Mark::NONE }
+    }
+
+    /// Adds the total's answer (if the keyed bulkhead has a total): the permit with both
+    /// levels, or the total's refusal with the key's slots released first (`both`). Inlined
+    /// always: out of line it cost `keyed_acq_rel_total` 49 instructions (callgrind).
+    #[inline(always)]
+    fn with_total(
+        self,
+        total: Option<Result<Permit<'a>, BulkheadFull>>,
+    ) -> Result<Self, BulkheadFull> {
+        let (mut permit, total) = both(self, total)?;
+        if let Some(total) = total {
+            debug_assert_eq!(total.num_permits(), permit.permits);
+            permit.total = Some(total.bulkhead());
+            // The total's slots move to this permit, which releases them.
+            permit.total_mark = total.into_mark();
+        }
+        Ok(permit)
+    }
+
+    /// The bulkhead of the permit's key (the fallback key's, if the call was sent there).
+    pub fn key_bulkhead(&self) -> &Bulkhead {
+        &self.key
+    }
+
+    /// How many slots this permit holds of its key, and as many of the total when the keyed
+    /// bulkhead has one: 1 for the plain acquires, `n` for
+    /// [`try_acquire_many`](KeyedBulkhead::try_acquire_many) and the other weighted verbs.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts").build()?;
+    /// assert_eq!(hosts.try_acquire(&"a.example")?.num_permits(), 1);
+    /// assert_eq!(hosts.try_acquire_many(&"a.example", 3)?.num_permits(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn num_permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// Splits `n` slots off into a new permit of the same key (and `n` of the total with
+    /// them); `None`, changing nothing, if this permit holds fewer than `n`. As
+    /// [`Permit::split`]: `split(0)` gives an empty permit, no slot is taken or released,
+    /// and the new permit is a call of its own for counters and events (`CallPermitted` now
+    /// on the key and the total, `CallFinished` when dropped). Like any keyed permit, the
+    /// new one keeps its key live until it is dropped.
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, keyed::KeyedBulkhead};
+    /// let tenants = KeyedBulkhead::<u32>::builder("api")
+    ///     .total(BulkheadConfig::builder().max_concurrent_calls(8).build()?)
+    ///     .build()?;
+    /// let mut batch = tenants.try_acquire_many(&7, 5)?;
+    /// let two = batch.split(2).unwrap();
+    /// assert_eq!((batch.num_permits(), two.num_permits()), (3, 2));
+    /// assert!(batch.split(4).is_none());
+    /// drop(two);
+    /// assert_eq!(tenants.key_metrics(&7).unwrap().in_flight_calls(), 3);
+    /// assert_eq!(tenants.total_metrics().unwrap().in_flight_calls(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn split(&mut self, n: u32) -> Option<Self> {
+        self.permits = self.permits.checked_sub(n)?;
+        // The new guard's own marks, as `Permit::split` gives it (counted and told now if
+        // anyone observes). The `Arc` is cloned from this permit's, outside the shard's
+        // lock: the key is not idle (this permit holds it), so no eviction can race it.
+        let mark = self.key.permitted(self.key.sem().load());
+        let total_mark = self.total.map_or(Mark::NONE, |total| total.permitted(total.sem().load()));
+        Some(KeyedPermit {
+            key: Arc::clone(&self.key),
+            permits: n,
+            mark,
+            total: self.total,
+            total_mark,
+        })
+    }
+
+    /// Moves every slot of `other` (of the key and of the total) into this permit. As
+    /// [`Permit::merge`]: `other`'s call ends here (it reports `CallFinished` as if dropped)
+    /// but releases nothing.
+    ///
+    /// # Panics
+    ///
+    /// If `other` holds slots of another bulkhead: another key, or another keyed bulkhead
+    /// (its slots cannot count against this key's limit), as [`Permit::merge`] and tokio's
+    /// `SemaphorePermit::merge` do. Two keys whose calls went to the fallback key hold slots
+    /// of the same bulkhead and merge. On the panic `other` is dropped while unwinding, so
+    /// its slots go back to its own key and total: nothing is lost.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = KeyedBulkhead::<u32>::builder("api").build()?;
+    /// let mut batch = tenants.try_acquire_many(&7, 2)?;
+    /// batch.merge(tenants.try_acquire(&7)?);
+    /// assert_eq!(batch.num_permits(), 3);
+    /// assert_eq!(tenants.key_metrics(&7).unwrap().in_flight_calls(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn merge(&mut self, mut other: Self) {
+        let same_total = match (self.total, other.total) {
+            (None, None) => true,
+            (Some(a), Some(b)) => core::ptr::eq(a, b),
+            _ => false,
+        };
+        assert!(
+            Arc::ptr_eq(&self.key, &other.key) && same_total,
+            "merging permits of two bulkheads ('{}' and '{}')",
+            self.key.name(),
+            other.key.name()
+        );
+        self.permits += core::mem::take(&mut other.permits);
+    }
+}
+
+impl Drop for KeyedPermit<'_> {
+    /// The common case inline: a key's slots granted unobserved, no total. Everything else
+    /// (a mark to report, a total to release) is out of line, so the drop keeps few values
+    /// live across a call and saves few registers.
+    #[inline]
+    fn drop(&mut self) {
+        if self.mark.is_set() {
+            return self.release_marked();
+        }
+        self.key.release_permits(self.permits, Mark::NONE);
+        if let Some(total) = self.total {
+            if self.total_mark.is_set() {
+                return release_marked_slots(total, self.permits, self.total_mark);
+            }
+            total.release_permits(self.permits, Mark::NONE);
+        }
+    }
 }
 
 impl KeyedPermit<'_> {
-    /// The bulkhead of the permit's key (the fallback key's, if the call was sent there).
-    pub fn key_bulkhead(&self) -> &Bulkhead {
-        &self.key.0
+    /// Releases the key's slots (first) and the total's: the drop of a permit whose key
+    /// was observed when it was granted.
+    #[inline(never)]
+    fn release_marked(&mut self) {
+        self.key.release_permits(self.permits, self.mark);
+        if let Some(total) = self.total {
+            total.release_permits(self.permits, self.total_mark);
+        }
     }
 }
 
 impl fmt::Debug for KeyedPermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedPermit")
-            .field("key", &self.key.0.name())
+            .field("key", &self.key.name())
+            .field("permits", &self.permits)
             .field("total", &self.total.is_some())
             .finish()
     }
 }
 
-/// A slot of a key and, with a total, one of the total, holding both bulkheads by `Arc`:
-/// `Send + 'static`, so it can move to another task or thread. Both released on drop (the
-/// key's first). Holding it keeps its key live.
+/// A slot of a key (or `n` of them) and, with a total, as many of the total, holding both
+/// bulkheads by `Arc`: `Send + 'static`, so it can move to another task or thread. Both
+/// released on drop (the key's first). Holding it keeps its key live.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -1940,6 +2354,77 @@ impl OwnedKeyedPermit {
     /// The bulkhead of the permit's key (the fallback key's, if the call was sent there).
     pub fn key_bulkhead(&self) -> &Arc<Bulkhead> {
         self.key.bulkhead()
+    }
+
+    /// How many slots this permit holds of its key (and as many of the total), as
+    /// [`KeyedPermit::num_permits`].
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build()?;
+    /// assert_eq!(tenants.try_acquire_many_owned(&42, 4)?.num_permits(), 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn num_permits(&self) -> u32 {
+        self.key.num_permits()
+    }
+
+    /// Splits `n` slots off into a new owned permit of the same key (and `n` of the total),
+    /// as [`KeyedPermit::split`]: `None`, changing nothing, if this permit holds fewer.
+    ///
+    /// ```
+    /// use bulkhead::{BulkheadConfig, keyed::KeyedBulkhead};
+    /// let tenants = KeyedBulkhead::<u64>::builder("api")
+    ///     .total(BulkheadConfig::builder().max_concurrent_calls(8).build()?)
+    ///     .build()?;
+    /// let mut batch = tenants.try_acquire_many_owned(&42, 4)?;
+    /// let one = batch.split(1).unwrap();
+    /// std::thread::spawn(move || drop(one)).join().unwrap();
+    /// assert_eq!(tenants.total_metrics().unwrap().in_flight_calls(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn split(&mut self, n: u32) -> Option<Self> {
+        let key = self.key.split(n)?;
+        // The total holds as many slots as the key, so its split succeeds too.
+        let total = self.total.as_mut().and_then(|total| total.split(n));
+        debug_assert_eq!(total.is_some(), self.total.is_some());
+        Some(OwnedKeyedPermit { key, total })
+    }
+
+    /// Moves every slot of `other` (of the key and of the total) into this permit, as
+    /// [`KeyedPermit::merge`].
+    ///
+    /// # Panics
+    ///
+    /// If `other` holds slots of another bulkhead (another key, or another keyed
+    /// bulkhead); `other` then releases its slots to its own key and total while unwinding.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build()?;
+    /// let mut batch = tenants.try_acquire_owned(&42)?;
+    /// batch.merge(tenants.try_acquire_many_owned(&42, 2)?);
+    /// assert_eq!(batch.num_permits(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn merge(&mut self, other: Self) {
+        let same_total = match (&self.total, &other.total) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a.bulkhead(), b.bulkhead()),
+            _ => false,
+        };
+        assert!(
+            Arc::ptr_eq(self.key.bulkhead(), other.key.bulkhead()) && same_total,
+            "merging permits of two bulkheads ('{}' and '{}')",
+            self.key.bulkhead().name(),
+            other.key.bulkhead().name()
+        );
+        let OwnedKeyedPermit { key, total } = other;
+        self.key.merge(key);
+        if let (Some(mine), Some(theirs)) = (&mut self.total, total) {
+            mine.merge(theirs);
+        }
     }
 
     /// The shared total, if the keyed bulkhead has one.
@@ -1975,13 +2460,15 @@ impl fmt::Debug for OwnedKeyedPermit {
 }
 
 pin_project! {
-    /// The future returned by [`KeyedBulkhead::acquire_owned_async`]: waits for a slot of
-    /// the key, then of the total (each up to its bulkhead's max wait). `Send + 'static`.
+    /// The future returned by [`KeyedBulkhead::acquire_owned_async`] and
+    /// [`KeyedBulkhead::acquire_many_owned_async`]: waits for its slots of the key, then as
+    /// many of the total (each up to its bulkhead's max wait, each granted whole).
+    /// `Send + 'static`.
     ///
     /// # Cancel safety
     ///
-    /// Dropping it at any point loses nothing: a queued wait leaves its queue, and a key
-    /// slot already taken is released.
+    /// Dropping it at any point loses nothing: a queued wait leaves its queue, and the key
+    /// slots already taken are released.
     #[must_use = "futures do nothing unless polled"]
     pub struct AcquireOwnedKeyed {
         #[pin]
@@ -1998,6 +2485,8 @@ pin_project! {
             #[pin]
             acquire: AcquireOwned,
             total: Option<Arc<Bulkhead>>,
+            // The request, kept for the total (the key's acquire has its own copy).
+            request: Request,
         },
         Total {
             #[pin]
@@ -2009,12 +2498,17 @@ pin_project! {
 }
 
 impl AcquireOwnedKeyed {
+    /// Waits for `permits` slots of the looked-up key's bulkhead, then as many of `total`.
     pub(crate) fn new(
         looked_up: Result<Arc<Bulkhead>, BulkheadFull>,
         total: Option<Arc<Bulkhead>>,
+        request: Request,
     ) -> Self {
         let state = match looked_up {
-            Ok(bulkhead) => OwnedState::Key { acquire: AcquireOwned::new(bulkhead), total },
+            Ok(bulkhead) => {
+                let acquire = AcquireOwned::many(bulkhead, request);
+                OwnedState::Key { acquire, total, request }
+            }
             Err(refused) => OwnedState::Refused { refused: Some(refused) },
         };
         AcquireOwnedKeyed { state }
@@ -2031,12 +2525,13 @@ impl Future for AcquireOwnedKeyed {
                 OwnedStateProj::Refused { refused } => {
                     Err(refused.take().expect("a refusal is reported once"))
                 }
-                OwnedStateProj::Key { acquire, total } => match ready!(acquire.poll(cx)) {
+                OwnedStateProj::Key { acquire, total, request } => match ready!(acquire.poll(cx)) {
                     Err(refused) => Err(refused),
                     Ok(key) => match total.take() {
                         None => Ok(OwnedKeyedPermit { key, total: None }),
                         Some(total) => {
-                            let acquire = AcquireOwned::new(total);
+                            // The same request of the total as of the key.
+                            let acquire = AcquireOwned::many(total, *request);
                             state.set(OwnedState::Total { acquire, key: Some(key) });
                             continue;
                         }
