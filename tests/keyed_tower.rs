@@ -141,3 +141,26 @@ async fn dropping_the_response_future_releases_what_it_holds() {
     assert_eq!(tenants.key_metrics(&"acme").unwrap().in_flight_calls(), 0);
     assert_eq!(tenants.total_metrics().unwrap().in_flight_calls(), 0);
 }
+
+/// `KeyedBulkheadLayer::classify`: the request's number is its cost in permits, taken at
+/// its key and at the total; a cost above the key's limit is refused at once.
+#[tokio::test(flavor = "current_thread")]
+async fn classify_asks_the_key_and_the_total_for_the_requests_permits() {
+    let tenants = keyed(3, Some(4), 8);
+    let layer = KeyedBulkheadLayer::new(Arc::clone(&tenants), key_of)
+        .classify(|request: &Request| bulkhead::Request::permits(request.1));
+    let client =
+        layer.layer(service_fn(|request: Request| async move { Ok::<_, Infallible>(request.1) }));
+    let held = tenants.try_acquire_many(&"acme", 2).unwrap();
+    // acme has 1 free: a request of cost 2 waits (no max wait: refused Full), of cost 1 runs.
+    let err = client.clone().oneshot(("acme", 2)).await.unwrap_err();
+    assert_eq!(refusal(&err).reason(), RejectReason::Full);
+    assert_eq!(client.clone().oneshot(("acme", 1)).await.unwrap(), 1);
+    // Above the key's limit of 3: refused at once, whatever is free.
+    let err = client.clone().oneshot(("globex", 4)).await.unwrap_err();
+    assert_eq!(refusal(&err).reason(), RejectReason::ExceedsLimit);
+    // globex's 2 fit the total (2 of 4 held by acme).
+    assert_eq!(client.oneshot(("globex", 2)).await.unwrap(), 2);
+    drop(held);
+    assert_eq!(tenants.total_metrics().unwrap().available_concurrent_calls(), 4);
+}

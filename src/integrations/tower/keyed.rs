@@ -14,7 +14,7 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::integrations::tower::{BoxError, Stage};
+use crate::integrations::tower::{BoxError, Classify, Plain, Stage};
 use crate::keyed::{AcquireOwnedKeyed, KeyedBulkhead, OwnedKeyedPermit};
 
 /// Guards a client service with a [`KeyedBulkhead`]: each request takes a slot of the key
@@ -61,15 +61,39 @@ use crate::keyed::{AcquireOwnedKeyed, KeyedBulkhead, OwnedKeyedPermit};
 /// # Ok(())
 /// # }
 /// ```
-pub struct KeyedBulkheadLayer<K, F, H = RandomState> {
+pub struct KeyedBulkheadLayer<K, F, H = RandomState, C = Plain> {
     keyed: Arc<KeyedBulkhead<K, H>>,
     key_of: Arc<F>,
+    classify: Arc<C>,
 }
 
 impl<K, F, H> KeyedBulkheadLayer<K, F, H> {
     /// A layer that guards calls with `keyed`, keyed by `key_of(&request)`.
     pub fn new(keyed: Arc<KeyedBulkhead<K, H>>, key_of: F) -> Self {
-        KeyedBulkheadLayer { keyed, key_of: Arc::new(key_of) }
+        KeyedBulkheadLayer { keyed, key_of: Arc::new(key_of), classify: Arc::new(Plain) }
+    }
+}
+
+impl<K, F, H, C> KeyedBulkheadLayer<K, F, H, C> {
+    /// The same layer, asking the key and the total for what `classify` says each request
+    /// needs (permits and criticality), as [`BulkheadLayer::classify`](super::BulkheadLayer::classify).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// use bulkhead::tower::KeyedBulkheadLayer;
+    /// use bulkhead::{Criticality, Request};
+    /// let tenants = Arc::new(KeyedBulkhead::<String>::builder("api").build()?);
+    /// let layer = KeyedBulkheadLayer::new(tenants, |(tenant, _): &(String, bool)| tenant.clone())
+    ///     .classify(|(_, batch): &(String, bool)| {
+    ///         let class = if *batch { Criticality::Sheddable } else { Criticality::Default };
+    ///         Request::permits(1).criticality(class)
+    ///     });
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn classify<G>(self, classify: G) -> KeyedBulkheadLayer<K, F, H, G> {
+        KeyedBulkheadLayer { keyed: self.keyed, key_of: self.key_of, classify: Arc::new(classify) }
     }
 
     /// The keyed bulkhead.
@@ -78,48 +102,55 @@ impl<K, F, H> KeyedBulkheadLayer<K, F, H> {
     }
 }
 
-impl<K, F, H> Clone for KeyedBulkheadLayer<K, F, H> {
+impl<K, F, H, C> Clone for KeyedBulkheadLayer<K, F, H, C> {
     fn clone(&self) -> Self {
-        KeyedBulkheadLayer { keyed: Arc::clone(&self.keyed), key_of: Arc::clone(&self.key_of) }
+        KeyedBulkheadLayer {
+            keyed: Arc::clone(&self.keyed),
+            key_of: Arc::clone(&self.key_of),
+            classify: Arc::clone(&self.classify),
+        }
     }
 }
 
-impl<K, F, H> fmt::Debug for KeyedBulkheadLayer<K, F, H> {
+impl<K, F, H, C> fmt::Debug for KeyedBulkheadLayer<K, F, H, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedBulkheadLayer").field("name", &self.keyed.name()).finish()
     }
 }
 
-impl<S, K, F, H> Layer<S> for KeyedBulkheadLayer<K, F, H> {
-    type Service = KeyedBulkheadService<S, K, F, H>;
+impl<S, K, F, H, C> Layer<S> for KeyedBulkheadLayer<K, F, H, C> {
+    type Service = KeyedBulkheadService<S, K, F, H, C>;
 
     fn layer(&self, inner: S) -> Self::Service {
         KeyedBulkheadService {
             inner,
             keyed: Arc::clone(&self.keyed),
             key_of: Arc::clone(&self.key_of),
+            classify: Arc::clone(&self.classify),
         }
     }
 }
 
 /// A client service guarded by a [`KeyedBulkhead`]; built by [`KeyedBulkheadLayer`].
-pub struct KeyedBulkheadService<S, K, F, H = RandomState> {
+pub struct KeyedBulkheadService<S, K, F, H = RandomState, C = Plain> {
     inner: S,
     keyed: Arc<KeyedBulkhead<K, H>>,
     key_of: Arc<F>,
+    classify: Arc<C>,
 }
 
-impl<S: Clone, K, F, H> Clone for KeyedBulkheadService<S, K, F, H> {
+impl<S: Clone, K, F, H, C> Clone for KeyedBulkheadService<S, K, F, H, C> {
     fn clone(&self) -> Self {
         KeyedBulkheadService {
             inner: self.inner.clone(),
             keyed: Arc::clone(&self.keyed),
             key_of: Arc::clone(&self.key_of),
+            classify: Arc::clone(&self.classify),
         }
     }
 }
 
-impl<S, K, F, H> fmt::Debug for KeyedBulkheadService<S, K, F, H> {
+impl<S, K, F, H, C> fmt::Debug for KeyedBulkheadService<S, K, F, H, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedBulkheadService")
             .field("name", &self.keyed.name())
@@ -127,13 +158,14 @@ impl<S, K, F, H> fmt::Debug for KeyedBulkheadService<S, K, F, H> {
     }
 }
 
-impl<S, K, F, H, Req> Service<Req> for KeyedBulkheadService<S, K, F, H>
+impl<S, K, F, H, C, Req> Service<Req> for KeyedBulkheadService<S, K, F, H, C>
 where
     S: Service<Req> + Clone,
     S::Error: Into<BoxError>,
     K: Eq + Hash + Clone + fmt::Display,
     F: Fn(&Req) -> K,
     H: BuildHasher,
+    C: Classify<Req>,
 {
     type Response = S::Response;
     type Error = BoxError;
@@ -149,7 +181,7 @@ where
         // The instance driven to readiness serves this request; its clone takes its place.
         let clone = self.inner.clone();
         let service = mem::replace(&mut self.inner, clone);
-        let acquire = self.keyed.acquire_owned_async(&key);
+        let acquire = self.keyed.acquire_many_owned_async(&key, self.classify.classify(&request));
         KeyedResponseFuture { state: Stage::acquiring(acquire, service, request) }
     }
 }
