@@ -346,9 +346,7 @@ fn change_config_moves_the_cap_not_the_limit() {
 async fn every_verb_feeds_the_controller() {
     let recorder = Recorder::default();
     // Window zero: each call's sample is fed as the call ends (no run of successes merged).
-    let bank = Arc::new(adaptive(
-        AdaptiveLimit::new(recorder.clone()).fold_window(Duration::ZERO),
-    ));
+    let bank = Arc::new(adaptive(AdaptiveLimit::new(recorder.clone()).fold_window(Duration::ZERO)));
     bank.try_acquire_owned().unwrap().fail();
     bank.acquire_timeout(Duration::from_millis(1)).unwrap().succeed();
     bank.acquire_owned_async().await.unwrap().ignore();

@@ -61,19 +61,17 @@ use crossbeam_utils::CachePadded;
 
 use super::algorithm::Sample;
 use crate::bulkhead::permit::Outcome;
-use crate::engine::sync::{
-    cached_thread_slot, fence, thread_slot, AtomicU64, OnceLock, Ordering,
-};
+use crate::engine::sync::{cached_thread_slot, fence, thread_slot, AtomicU64, OnceLock, Ordering};
 
 /// Threads with a ring of their own, per controller (slot numbers below it).
 #[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
 pub(super) const SLOTS: usize = 64;
 /// Samples a ring holds.
 #[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
-pub(super) const RING: u64 = 64;
+pub(super) const RING: u64 = 128;
 /// A ring holding this many samples asks for a fold.
 #[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
-pub(super) const FOLD_AT: u64 = 16;
+pub(super) const FOLD_AT: u64 = 32;
 
 // In a model: two slots (a third thread records under the lock), rings of two, so the
 // checkers reach the full ring and the fallback path with a few calls.
@@ -89,16 +87,17 @@ pub(super) const ROUNDS: usize = 4;
 
 const _: () = assert!(SLOTS <= 64, "`Slots::used` is a 64-bit mask");
 
-// A packed sample: outcome (2 bits), calls in flight (14 bits), latency in ns (48 bits).
+// A packed sample: outcome (2 bits), calls in flight (14 bits), latency in ticks of the
+// controller's clock (48 bits): converted to nanoseconds by the fold, once per run.
 const OUTCOME_MASK: u64 = 0b11;
 const IN_FLIGHT_SHIFT: u32 = 2;
 const IN_FLIGHT_MAX: u64 = (1 << 14) - 1;
 const LATENCY_SHIFT: u32 = 16;
 const LATENCY_MAX: u64 = (1 << (64 - LATENCY_SHIFT)) - 1;
 
-/// A sample as one word (latency saturating at 2^48 ns, 78 hours; in-flight at 2^14 − 1).
+/// A sample as one word (latency in ticks, saturating at 2^48; in-flight at 2^14 − 1).
 #[inline]
-pub(super) fn pack(latency_nanos: u64, in_flight: usize, outcome: Outcome) -> u64 {
+pub(super) fn pack(latency_ticks: u64, in_flight: usize, outcome: Outcome) -> u64 {
     let code = match outcome {
         Outcome::Success => 0,
         Outcome::Failure => 1,
@@ -106,11 +105,17 @@ pub(super) fn pack(latency_nanos: u64, in_flight: usize, outcome: Outcome) -> u6
         Outcome::Ignored => 3,
     };
     let in_flight = (in_flight as u64).min(IN_FLIGHT_MAX);
-    latency_nanos.min(LATENCY_MAX) << LATENCY_SHIFT | in_flight << IN_FLIGHT_SHIFT | code
+    latency_ticks.min(LATENCY_MAX) << LATENCY_SHIFT | in_flight << IN_FLIGHT_SHIFT | code
 }
 
-/// The sample [`pack`] packed.
-pub(super) fn unpack(word: u64) -> Sample {
+/// Whether a packed sample is a success.
+#[inline]
+pub(super) fn is_success(word: u64) -> bool {
+    word & OUTCOME_MASK == 0
+}
+
+/// The sample [`pack`] packed, its latency converted by `nanos` (ticks to nanoseconds).
+pub(super) fn unpack(word: u64, nanos: impl Fn(u64) -> u64) -> Sample {
     let outcome = match word & OUTCOME_MASK {
         0 => Outcome::Success,
         1 => Outcome::Failure,
@@ -118,7 +123,7 @@ pub(super) fn unpack(word: u64) -> Sample {
         _ => Outcome::Ignored,
     };
     Sample::new(
-        core::time::Duration::from_nanos(word >> LATENCY_SHIFT),
+        core::time::Duration::from_nanos(nanos(word >> LATENCY_SHIFT)),
         ((word >> IN_FLIGHT_SHIFT) & IN_FLIGHT_MAX) as usize,
         outcome,
     )
@@ -293,25 +298,27 @@ impl Slots {
 #[derive(Default)]
 pub(super) struct Run {
     count: u64,
-    nanos: u64,
-    in_flight: usize,
+    ticks: u64,
+    in_flight: u64,
 }
 
 impl Run {
-    pub(super) fn add(&mut self, sample: &Sample) {
+    /// Adds a packed success.
+    #[inline]
+    pub(super) fn add(&mut self, word: u64) {
         self.count += 1;
-        let nanos = u64::try_from(sample.latency.as_nanos()).unwrap_or(u64::MAX);
-        self.nanos = self.nanos.saturating_add(nanos);
-        self.in_flight = self.in_flight.max(sample.in_flight);
+        // No overflow: at most `SLOTS * RING` (2^13) latencies of at most 2^48 ticks.
+        self.ticks += word >> LATENCY_SHIFT;
+        self.in_flight = self.in_flight.max((word >> IN_FLIGHT_SHIFT) & IN_FLIGHT_MAX);
     }
 
-    /// The run as one sample (mean latency, highest in-flight) and how many it stands for;
-    /// `None` if empty. Leaves the run empty.
-    pub(super) fn take(&mut self) -> Option<(Sample, u64)> {
+    /// The run as one sample (mean latency, converted by `nanos`; highest in-flight) and
+    /// how many it stands for; `None` if empty. Leaves the run empty.
+    pub(super) fn take(&mut self, nanos: impl Fn(u64) -> u64) -> Option<(Sample, u64)> {
         let run = core::mem::take(self);
         (run.count > 0).then(|| {
-            let mean = core::time::Duration::from_nanos(run.nanos / run.count);
-            (Sample::new(mean, run.in_flight, Outcome::Success), run.count)
+            let mean = core::time::Duration::from_nanos(nanos(run.ticks / run.count));
+            (Sample::new(mean, run.in_flight as usize, Outcome::Success), run.count)
         })
     }
 }

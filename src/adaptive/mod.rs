@@ -320,8 +320,8 @@ impl AdaptiveLimit {
         Ok(Controller {
             window_ticks: clock.ticks(nanos(self.fold_window)),
             last_fold: CachePadded::new(AtomicU64::new(clock.raw())),
+            timeout_ticks: self.timeout.map_or(u64::MAX, |t| clock.ticks(nanos(t))),
             clock,
-            timeout_nanos: self.timeout.map_or(u64::MAX, nanos),
             sample_one_in: self.sample_one_in,
             min_setting: self.min_limit,
             max_setting: self.max_limit,
@@ -427,8 +427,9 @@ fn attached_twice(name: &str) -> ConfigError {
 struct Controller {
     /// The clock of the permits' marks (`Mark::sampled`) and of the fold window.
     clock: SampleClock,
-    /// Latency above which a successful call counts as a failure (`u64::MAX`: none).
-    timeout_nanos: u64,
+    /// Latency above which a successful call counts as a failure, in ticks of `clock`
+    /// (`u64::MAX`: none).
+    timeout_ticks: u64,
     /// [`AdaptiveLimit::fold_window`] in ticks of `clock`.
     window_ticks: u64,
     /// When the last fold started, in ticks of `clock`: written by folders, read by every
@@ -477,18 +478,18 @@ impl Controller {
         // Ordering: Relaxed — a hint for the callers' window test; it publishes nothing.
         self.last_fold.store(self.clock.raw(), Ordering::Relaxed);
         let mut run = fold::Run::default();
+        let nanos = |ticks| self.clock.nanos(ticks);
         self.slots.drain(|word| {
-            let sample = fold::unpack(word);
-            if sample.outcome == Outcome::Success {
-                run.add(&sample);
+            if fold::is_success(word) {
+                run.add(word);
             } else {
-                if let Some((successes, count)) = run.take() {
+                if let Some((successes, count)) = run.take(nanos) {
                     state.feed(&successes, count);
                 }
-                state.feed(&sample, 1);
+                state.feed(&fold::unpack(word, nanos), 1);
             }
         });
-        if let Some((successes, count)) = run.take() {
+        if let Some((successes, count)) = run.take(nanos) {
             state.feed(&successes, count);
         }
         if let Some(sample) = extra {
@@ -543,9 +544,35 @@ impl Controller {
         }
     }
 
+    /// A thread without a ring records under the lock, as every thread did before issue 21.
+    #[cold]
+    #[inline(never)]
+    fn record_without_ring(&self, bulkhead: &Bulkhead, word: u64) {
+        let sample = fold::unpack(word, |ticks| self.clock.nanos(ticks));
+        self.fold_now(bulkhead, Some(sample));
+    }
+
+    /// This thread's ring is full while another thread folds: ask, try, and push again, or
+    /// drop the sample.
+    #[cold]
+    #[inline(never)]
+    fn push_to_full_ring(&self, bulkhead: &Bulkhead, slot: &fold::Slot, word: u64) {
+        self.ask_and_try_fold(bulkhead, slot);
+        if slot.push(word).is_none() {
+            slot.drop_one();
+        }
+    }
+
+    #[inline(never)]
+    fn ask_and_try_fold(&self, bulkhead: &Bulkhead, slot: &fold::Slot) {
+        slot.ask_fold();
+        self.try_fold(bulkhead);
+    }
+
     /// A success slower than the timeout counts as a failure.
-    fn classify(&self, outcome: Outcome, latency_nanos: u64) -> Outcome {
-        if outcome == Outcome::Success && latency_nanos > self.timeout_nanos {
+    #[inline]
+    fn classify(&self, outcome: Outcome, latency_ticks: u64) -> Outcome {
+        if outcome == Outcome::Success && latency_ticks > self.timeout_ticks {
             Outcome::Failure
         } else {
             outcome
@@ -555,7 +582,13 @@ impl Controller {
     /// A sample fed by hand ([`AdaptiveControl::record`]).
     fn record(&self, bulkhead: &Bulkhead, sample: Sample) {
         let nanos = u64::try_from(sample.latency.as_nanos()).unwrap_or(u64::MAX);
-        let sample = Sample { outcome: self.classify(sample.outcome, nanos), ..sample };
+        let slow = self.clock.ticks(nanos) > self.timeout_ticks;
+        let outcome = if sample.outcome == Outcome::Success && slow {
+            Outcome::Failure
+        } else {
+            sample.outcome
+        };
+        let sample = Sample { outcome, ..sample };
         self.fold_now(bulkhead, Some(sample));
     }
 
@@ -596,27 +629,19 @@ impl LimitHook for Controller {
     #[inline]
     fn finished(&self, bulkhead: &Bulkhead, mark: Mark) {
         let end = self.clock.raw();
-        let nanos = self.clock.nanos(mark.elapsed_ticks(end));
-        let outcome = self.classify(mark.outcome(), nanos);
-        let word = fold::pack(nanos, mark.in_flight(), outcome);
+        let ticks = mark.elapsed_ticks(end);
+        let outcome = self.classify(mark.outcome(), ticks);
+        let word = fold::pack(ticks, mark.in_flight(), outcome);
         let Some(slot) = self.slots.own() else {
-            // No ring for this thread: record under the lock, as before issue 21.
-            return self.fold_now(bulkhead, Some(fold::unpack(word)));
+            return self.record_without_ring(bulkhead, word);
         };
         let Some(waiting) = slot.push(word) else {
-            // Full while another thread folds: ask, try, and push again, or drop.
-            slot.ask_fold();
-            self.try_fold(bulkhead);
-            if slot.push(word).is_none() {
-                slot.drop_one();
-            }
-            return;
+            return self.push_to_full_ring(bulkhead, slot, word);
         };
         // Ordering: Relaxed — a hint: a stale value only moves the fold by a call.
         let since = end.wrapping_sub(self.last_fold.load(Ordering::Relaxed));
         if outcome != Outcome::Success || waiting >= fold::FOLD_AT || since >= self.window_ticks {
-            slot.ask_fold();
-            self.try_fold(bulkhead);
+            self.ask_and_try_fold(bulkhead, slot);
         }
     }
 
