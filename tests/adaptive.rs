@@ -384,7 +384,7 @@ fn successes_fold_as_one_sample_and_a_failure_at_once() {
     assert_eq!(metrics.limit(), 15);
 }
 
-/// Issue 21: a thread with 16 samples waiting folds them without a reader; the samples of
+/// Issue 21: a thread with 32 samples waiting folds them without a reader; the samples of
 /// a thread that stopped calling reach the algorithm at the next reader (or another
 /// thread's fold).
 #[test]
@@ -392,13 +392,13 @@ fn a_full_batch_folds_without_a_reader_and_a_reader_folds_the_rest() {
     let recorder = Recorder::default();
     let window = Duration::from_secs(3600);
     let bank = Arc::new(adaptive(AdaptiveLimit::new(recorder.clone()).fold_window(window)));
-    for _ in 0..16 {
+    for _ in 0..32 {
         bank.call(|| ()).unwrap();
     }
-    assert_eq!(outcomes(&recorder), [Outcome::Success], "16 waiting: one fold, one run");
+    assert_eq!(outcomes(&recorder), [Outcome::Success], "32 waiting: one fold, one run");
     let other = Arc::clone(&bank);
     std::thread::spawn(move || other.call(|| ()).unwrap()).join().unwrap();
     assert_eq!(outcomes(&recorder).len(), 1, "the other thread's sample waits");
-    assert_eq!(bank.adaptive_limit().unwrap().metrics().samples(), 17);
+    assert_eq!(bank.adaptive_limit().unwrap().metrics().samples(), 33);
     assert_eq!(outcomes(&recorder).len(), 2);
 }

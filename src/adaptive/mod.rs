@@ -249,7 +249,7 @@ impl AdaptiveLimit {
     ///
     /// Samples are recorded per thread without a lock and *folded* into the algorithm now
     /// and then: by the call that ends a window (this long after the last fold), by a call
-    /// whose thread has 16 samples waiting, by any call that did not succeed (a failure
+    /// whose thread has 32 samples waiting, by any call that did not succeed (a failure
     /// reaches the algorithm before its call returns, unless another thread is folding at
     /// that moment: then within that fold), and before [`AdaptiveControl`] reads the limit
     /// or the metrics. A fold feeds every non-success sample on its own, and each run of
@@ -924,7 +924,7 @@ impl AdaptiveMetrics {
     }
 
     /// Samples dropped because their thread's buffer was full while another thread held
-    /// the controller's lock (it would have to hold it for 48 of this thread's calls: a
+    /// the controller's lock (it would have to hold it for 96 of this thread's calls: a
     /// descheduled holder). Not in [`samples`](Self::samples).
     ///
     /// ```
