@@ -488,6 +488,16 @@ mod family {
         );
     }
 
+    /// Two threads end sampled calls while the main thread folds: no sample lost or fed
+    /// twice, every failure folded by the time the threads are joined (issue 21).
+    #[test]
+    fn adaptive_fold_loses_and_repeats_no_sample() {
+        run_model(
+            "adaptive_fold_loses_and_repeats_no_sample",
+            scenarios_family::adaptive_fold_loses_and_repeats_no_sample,
+        );
+    }
+
     /// `close` racing a new key at a full map: refused `TooManyKeys` or `Closed`, never
     /// inserted; closed keys are idle once released.
     #[test]

@@ -82,8 +82,13 @@ pub(super) const RING: u64 = 2;
 #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
 pub(super) const FOLD_AT: u64 = 2;
 
-/// Folds in a row one caller does when others keep asking.
+/// Folds in a row one caller does when others keep asking (bounded, so that a caller
+/// never folds for the others forever; a request left over waits for the next fold).
+#[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
 pub(super) const ROUNDS: usize = 4;
+/// In a model, more than a scenario's requests, so that none is ever left over.
+#[cfg(any(bulkhead_loom, bulkhead_shuttle))]
+pub(super) const ROUNDS: usize = 8;
 
 const _: () = assert!(SLOTS <= 64, "`Slots::used` is a 64-bit mask");
 
