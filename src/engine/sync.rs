@@ -9,6 +9,9 @@
 //! | `bulkhead_loom`    | `loom`                         | [`Clock`]: a model clock           | a model `OnceLock`; a slot per model thread |
 //! | `bulkhead_shuttle` | `shuttle`                      | [`Clock`]: a model clock           | a model `OnceLock`; a slot per model thread |
 //!
+//! The adaptive limits' sample clock ([`SampleClock`]) is `quanta`'s raw counter (the TSC
+//! where it is invariant) outside a model, and the model clock inside one.
+//!
 //! Inside a model checker wall-clock time does not exist, so a deadline is an input the model
 //! controls: the model clock only moves when a test calls `crate::engine::model::advance` (or
 //! `advance_to`), and that call wakes every thread parked on a deadline and every task queued
