@@ -202,20 +202,34 @@ impl Slot {
         self.dropped.store(dropped.wrapping_add(1), Ordering::Relaxed);
     }
 
-    /// Feeds `f` every sample pushed and not yet folded, in order, and marks them folded.
-    /// Call it holding the controller's lock (the only writer of `head`).
-    fn drain(&self, f: &mut impl FnMut(u64)) {
+    /// Adds every success pushed and not yet folded to `run`, hands every other sample to
+    /// `other` (with the run so far), in order, and marks them all folded. Call it holding
+    /// the controller's lock (the only writer of `head`).
+    fn drain(&self, run: &mut Run, other: &mut impl FnMut(&mut Run, u64)) {
         // Ordering: Acquire — pairs with the Release store in `push`: the samples up to
         // this `tail` are visible.
         let tail = self.tail.load(Ordering::Acquire);
         // Ordering: Relaxed — written only under the lock we hold.
         let head = self.head.load(Ordering::Relaxed);
+        // The run in locals (registers) over the loop: most samples are successes.
+        let Run { mut count, mut ticks, mut in_flight } = core::mem::take(run);
         let mut i = head;
         while i != tail {
             // Ordering: Relaxed — published by the Acquire load of `tail` above.
-            f(self.ring[(i % RING) as usize].load(Ordering::Relaxed));
+            let word = self.ring[(i % RING) as usize].load(Ordering::Relaxed);
+            if is_success(word) {
+                count += 1;
+                // No overflow: at most `SLOTS * RING` (2^13) latencies of at most 2^48 ticks.
+                ticks += word >> LATENCY_SHIFT;
+                in_flight = in_flight.max((word >> IN_FLIGHT_SHIFT) & IN_FLIGHT_MAX);
+            } else {
+                *run = Run { count, ticks, in_flight };
+                other(run, word);
+                Run { count, ticks, in_flight } = core::mem::take(run);
+            }
             i = i.wrapping_add(1);
         }
+        *run = Run { count, ticks, in_flight };
         // Ordering: Release — pairs with the Acquire load of `head` in `push`: our reads
         // above happen before the owner overwrites those places.
         self.head.store(tail, Ordering::Release);
@@ -277,10 +291,11 @@ impl Slots {
         }
     }
 
-    /// Feeds `f` every sample not folded yet, ring by ring. Call it holding the controller's
-    /// lock.
-    pub(super) fn drain(&self, mut f: impl FnMut(u64)) {
-        self.each(|slot| slot.drain(&mut f));
+    /// Every sample not folded yet, ring by ring: successes added to `run`, the others
+    /// handed to `other` with the run so far (see [`Slot::drain`]). Call it holding the
+    /// controller's lock.
+    pub(super) fn drain(&self, run: &mut Run, mut other: impl FnMut(&mut Run, u64)) {
+        self.each(|slot| slot.drain(run, &mut other));
     }
 
     /// Whether some thread asked for a fold of samples not folded yet.
@@ -308,15 +323,6 @@ pub(super) struct Run {
 }
 
 impl Run {
-    /// Adds a packed success.
-    #[inline]
-    pub(super) fn add(&mut self, word: u64) {
-        self.count += 1;
-        // No overflow: at most `SLOTS * RING` (2^13) latencies of at most 2^48 ticks.
-        self.ticks += word >> LATENCY_SHIFT;
-        self.in_flight = self.in_flight.max((word >> IN_FLIGHT_SHIFT) & IN_FLIGHT_MAX);
-    }
-
     /// The run as one sample (mean latency, converted by `nanos`; highest in-flight) and
     /// how many it stands for; `None` if empty. Leaves the run empty.
     pub(super) fn take(&mut self, nanos: impl Fn(u64) -> u64) -> Option<(Sample, u64)> {

@@ -479,15 +479,11 @@ impl Controller {
         self.last_fold.store(self.clock.raw(), Ordering::Relaxed);
         let mut run = fold::Run::default();
         let nanos = |ticks| self.clock.nanos(ticks);
-        self.slots.drain(|word| {
-            if fold::is_success(word) {
-                run.add(word);
-            } else {
-                if let Some((successes, count)) = run.take(nanos) {
-                    state.feed(&successes, count);
-                }
-                state.feed(&fold::unpack(word, nanos), 1);
+        self.slots.drain(&mut run, |run, word| {
+            if let Some((successes, count)) = run.take(nanos) {
+                state.feed(&successes, count);
             }
+            state.feed(&fold::unpack(word, nanos), 1);
         });
         if let Some((successes, count)) = run.take(nanos) {
             state.feed(&successes, count);
