@@ -33,7 +33,7 @@
 //! A call asks for a fold when its sample is not a success (a failure must reach the
 //! algorithm at once: AIMD backs off on it, and the permit should pay the new debt), when
 //! its ring holds [`FOLD_AT`] samples, or when the fold window
-//! ([`AdaptiveLimit::fold_window`](super::AdaptiveLimit::fold_window), default 1 ms) has
+//! ([`AdaptiveLimit::fold_window`](super::AdaptiveLimit::fold_window), default 100 µs) has
 //! passed since the last fold. Asking is: store the ring's `tail` as the slot's `want`, a
 //! SeqCst fence, `try_lock`. A caller that finds the lock taken leaves: the holder, after
 //! unlocking, issues a SeqCst fence of its own and looks for a `want` above its slot's
@@ -53,7 +53,7 @@
 //! consecutive successes become one sample (their mean latency, the highest in-flight
 //! count, `Success`), every other sample is fed on its own where it stands. At the rate
 //! of the evidence in benches/results/adaptive.md (100 calls per second) every sample
-//! folds on its own, as before; at thousands per second a success run is the 1 ms window's
+//! folds on its own, as before; at thousands per second a success run is the 100 µs window's
 //! (or [`FOLD_AT`] samples'), the way Netflix's `WindowedLimit` feeds its delegate
 //! (average latency, max in flight, per window).
 

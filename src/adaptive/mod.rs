@@ -127,8 +127,8 @@ pub struct AdaptiveLimit {
 }
 
 impl AdaptiveLimit {
-    /// The default [`fold_window`](Self::fold_window): 1 ms.
-    pub const DEFAULT_FOLD_WINDOW: Duration = Duration::from_millis(1);
+    /// The default [`fold_window`](Self::fold_window): 100 µs.
+    pub const DEFAULT_FOLD_WINDOW: Duration = Duration::from_micros(100);
 
     /// An adaptive limit run by `algorithm`, with the default bounds `[1, cap]` (`[0, 0]`
     /// for a cap of 0), starting at the cap (the guide's static sizing), every call
@@ -245,7 +245,7 @@ impl AdaptiveLimit {
     }
 
     /// How long successes may gather before they reach the algorithm (default
-    /// [`DEFAULT_FOLD_WINDOW`](Self::DEFAULT_FOLD_WINDOW), 1 ms).
+    /// [`DEFAULT_FOLD_WINDOW`](Self::DEFAULT_FOLD_WINDOW), 100 µs).
     ///
     /// Samples are recorded per thread without a lock and *folded* into the algorithm now
     /// and then: by the call that ends a window (this long after the last fold), by a call
