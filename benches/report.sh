@@ -75,7 +75,9 @@ echo "== callgrind" >&2
     first=1
     while IFS=$'\t' read -r op what ops; do
         for n in 0 "$ops"; do
-            valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.$op.$n.out" \
+            # Without the sample clock's calibration (see benches/valgrind.sh).
+            valgrind --tool=callgrind --toggle-collect='quanta::Clock::new' --collect-atstart=yes \
+                --callgrind-out-file="$WORK/callgrind.$op.$n.out" \
                 "$CALLGRIND_BIN" "$op" "$n" >/dev/null 2>"$WORK/callgrind.$op.$n.log"
         done
         base="$($REPORT callgrind "$WORK/callgrind.$op.0.out")"

@@ -2,8 +2,12 @@
 # adaptive_cost.sh), which source it after setting WORK (a scratch directory) and EXE (the
 # bench binary, run as `EXE <op> <n>`).
 
+# `quanta::Clock::new` (the adaptive limits' clock calibration, once per process) runs a
+# loop bounded by wall time, so its instruction count varies from run to run: it is left
+# out of every count (collection is toggled off inside it).
 instructions() { # op n -> total instructions
-    valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.$1.$2" "$EXE" "$1" "$2" \
+    valgrind --tool=callgrind --toggle-collect='quanta::Clock::new' --collect-atstart=yes \
+        --callgrind-out-file="$WORK/cg.$1.$2" "$EXE" "$1" "$2" \
         >/dev/null 2>"$WORK/cg.$1.$2.log"
     python3 benches/report.py callgrind "$WORK/cg.$1.$2"
 }

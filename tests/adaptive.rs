@@ -84,6 +84,10 @@ fn classifier_and_hand_marked_permits() {
     permit.set_outcome(Outcome::Cancelled);
     drop(permit);
     drop(bank.try_acquire().unwrap());
+    // Every sample but the success was folded as its call ended; the success waits for the
+    // fold window, or a reader of the controller, as here.
+    assert_eq!(outcomes(&recorder).len(), 4);
+    limit(&bank);
     assert_eq!(
         outcomes(&recorder),
         [
@@ -140,7 +144,8 @@ fn limit_never_exceeds_the_guides_cap_nor_drops_below_min() {
 
 #[test]
 fn the_engine_follows_the_limit() {
-    let bank = pool20(Aimd::default());
+    // Window zero: every sample folds as its call ends, so each success counts on its own.
+    let bank = adaptive(AdaptiveLimit::new(Aimd::default()).fold_window(Duration::ZERO));
     for _ in 0..5 {
         bank.try_acquire().unwrap().fail(); // 16 -> 14 -> 12 -> 10 -> 9 -> 8
     }
@@ -205,6 +210,7 @@ fn timeout_turns_slow_successes_into_failures() {
     let bank = adaptive(AdaptiveLimit::new(recorder.clone()).timeout(Duration::from_millis(50)));
     bank.call(|| std::thread::sleep(Duration::from_millis(100))).unwrap();
     bank.call(|| ()).unwrap();
+    limit(&bank); // folds the success
     assert_eq!(outcomes(&recorder), [Outcome::Failure, Outcome::Success]);
 }
 
@@ -339,7 +345,8 @@ fn change_config_moves_the_cap_not_the_limit() {
 #[tokio::test]
 async fn every_verb_feeds_the_controller() {
     let recorder = Recorder::default();
-    let bank = Arc::new(pool20(recorder.clone()));
+    // Window zero: each call's sample is fed as the call ends (no run of successes merged).
+    let bank = Arc::new(adaptive(AdaptiveLimit::new(recorder.clone()).fold_window(Duration::ZERO)));
     bank.try_acquire_owned().unwrap().fail();
     bank.acquire_timeout(Duration::from_millis(1)).unwrap().succeed();
     bank.acquire_owned_async().await.unwrap().ignore();
@@ -350,4 +357,48 @@ async fn every_verb_feeds_the_controller() {
         outcomes(&recorder),
         [Outcome::Failure, Outcome::Success, Outcome::Ignored, Outcome::Success, Outcome::Success]
     );
+}
+
+/// Issue 21: successes gather per thread and reach the algorithm as one sample per fold
+/// (mean latency, highest in-flight count); a failure is fed at once, on its own, after the
+/// run of successes before it.
+#[test]
+fn successes_fold_as_one_sample_and_a_failure_at_once() {
+    let recorder = Recorder::default();
+    let window = Duration::from_secs(3600); // no fold by time in this test
+    let bank = adaptive(AdaptiveLimit::new(recorder.clone()).fold_window(window));
+    let held = bank.try_acquire().unwrap(); // in flight 1
+    let second = bank.try_acquire().unwrap(); // in flight 2
+    let third = bank.try_acquire().unwrap(); // in flight 3
+    drop(second);
+    drop(third);
+    assert!(outcomes(&recorder).is_empty(), "two successes wait for a fold");
+    held.fail(); // a failure folds at once: the run of two, then the failure
+    let samples = recorder.0.lock().unwrap().clone();
+    assert_eq!(samples.len(), 2);
+    assert_eq!((samples[0].outcome, samples[0].in_flight), (Outcome::Success, 3));
+    assert_eq!((samples[1].outcome, samples[1].in_flight), (Outcome::Failure, 1));
+    let metrics = bank.adaptive_limit().unwrap().metrics();
+    assert_eq!((metrics.samples(), metrics.samples_dropped()), (3, 0));
+    // The run's +1 is clamped at the cap (16), the failure takes one off.
+    assert_eq!(metrics.limit(), 15);
+}
+
+/// Issue 21: a thread with 32 samples waiting folds them without a reader; the samples of
+/// a thread that stopped calling reach the algorithm at the next reader (or another
+/// thread's fold).
+#[test]
+fn a_full_batch_folds_without_a_reader_and_a_reader_folds_the_rest() {
+    let recorder = Recorder::default();
+    let window = Duration::from_secs(3600);
+    let bank = Arc::new(adaptive(AdaptiveLimit::new(recorder.clone()).fold_window(window)));
+    for _ in 0..32 {
+        bank.call(|| ()).unwrap();
+    }
+    assert_eq!(outcomes(&recorder), [Outcome::Success], "32 waiting: one fold, one run");
+    let other = Arc::clone(&bank);
+    std::thread::spawn(move || other.call(|| ()).unwrap()).join().unwrap();
+    assert_eq!(outcomes(&recorder).len(), 1, "the other thread's sample waits");
+    assert_eq!(bank.adaptive_limit().unwrap().metrics().samples(), 33);
+    assert_eq!(outcomes(&recorder).len(), 2);
 }

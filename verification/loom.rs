@@ -451,7 +451,7 @@ mod scenarios_family;
 
 /// Filter with `family::` to run only these.
 mod family {
-    use super::{run_model, scenarios_family};
+    use super::{run_model, run_model_at_most, scenarios_family};
 
     /// Two callers create the same new key, `max_keys` 1: neither is refused, one key live.
     #[test]
@@ -485,6 +485,18 @@ mod family {
         run_model(
             "adaptive_failure_shrinks_limit_before_queued_caller_is_admitted",
             scenarios_family::adaptive_failure_shrinks_limit_before_queued_caller_is_admitted,
+        );
+    }
+
+    /// Two threads end sampled calls while the main thread folds: no sample lost or fed
+    /// twice, every failure folded by the time the threads are joined (issue 21). Two
+    /// preemptions: at three it ran for over 15 minutes (shuttle runs it at any depth).
+    #[test]
+    fn adaptive_fold_loses_and_repeats_no_sample() {
+        run_model_at_most(
+            "adaptive_fold_loses_and_repeats_no_sample",
+            2,
+            scenarios_family::adaptive_fold_loses_and_repeats_no_sample,
         );
     }
 

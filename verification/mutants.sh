@@ -128,6 +128,9 @@ MUTANTS=(
     keyed_listener_read_before_shard_lock
     adaptive_releases_before_recording
     adaptive_limit_applied_without_recheck
+    adaptive_fold_skips_recheck
+    adaptive_fold_skips_samples_pushed_during_drain
+    adaptive_push_tail_relaxed
     withdraw_skips_weighted_drain
     dropped_weighted_returns_one
     release_serves_one_waiter
@@ -145,7 +148,7 @@ MUTANTS=(
     keyed_owned_async_total_takes_one
     keyed_weighted_total_takes_one
 )
-ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed "
+ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed adaptive_push_tail_relaxed "
 
 describe() {
     case $1 in
@@ -208,6 +211,9 @@ describe() {
     classes_served_lowest_first) echo "policy: the drain serves the lowest class first (sheddable before critical)" ;;
     owed_drain_wakes_under_lock) echo "weighted: the drain a timed-out weighted head owes wakes the granted waiters under the queue lock" ;;
     adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
+    adaptive_fold_skips_recheck) echo "adaptive (issue 21): a fold's holder does not look for requests made while it held the lock (a failure whose try_lock failed waits for an unrelated fold)" ;;
+    adaptive_fold_skips_samples_pushed_during_drain) echo "adaptive (issue 21): a fold marks as folded the samples pushed while it drained (reads tail again for head): they are lost" ;;
+    adaptive_push_tail_relaxed) echo "adaptive (issue 21): a sample's tail is published Relaxed (a fold may read the ring place before the sample is visible)" ;;
     adaptive_releases_before_recording) echo "adaptive (issue 17): a permit is released before its sample is recorded (a queued caller is admitted under the limit before the failure)" ;;
     keyed_owned_async_total_takes_one) echo "keyed weighted (issue 20): the owned async acquire asks the total for 1 slot, whatever its key granted" ;;
     keyed_weighted_total_takes_one) echo "keyed weighted (issue 20): the borrowed weighted acquires ask the total for 1 slot, whatever the key granted" ;;
@@ -440,6 +446,14 @@ apply() {
         mutate src/keyed/mod.rs '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, n)))' '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, 1)))' ;;
     adaptive_limit_applied_without_recheck)
         mutate src/adaptive/mod.rs '            if latest == limit {' '            if latest == limit || true {' ;;
+    adaptive_fold_skips_recheck)
+        mutate src/adaptive/mod.rs '        self.slots.wanted()
+    }' '        false && self.slots.wanted()
+    }' ;;
+    adaptive_fold_skips_samples_pushed_during_drain)
+        mutate src/adaptive/fold.rs '        self.head.store(tail, Ordering::Release);' '        self.head.store(self.tail.load(Ordering::Acquire), Ordering::Release);' ;;
+    adaptive_push_tail_relaxed)
+        mutate src/adaptive/fold.rs '        self.tail.store(tail.wrapping_add(1), Ordering::Release);' '        self.tail.store(tail.wrapping_add(1), Ordering::Relaxed);' ;;
     *)
         echo "unknown mutant $1" >&2
         return 1 ;;

@@ -211,6 +211,64 @@ pub fn adaptive_failure_shrinks_limit_before_queued_caller_is_admitted() {
     assert_quiescent(&adaptive, 1);
 }
 
+/// Issue 21: samples are recorded per thread and folded into the controller by whoever
+/// gets its lock with `try_lock`. Two threads each end two sampled calls on an adaptive
+/// bulkhead (cap 4, limit 4; an algorithm that takes one off per failure fed to it), one a
+/// success and one a failure, in either order, while the main thread reads the controller
+/// (a fold that waits for the lock). In a model a thread's ring holds 2 samples and asks
+/// for a fold at 2, so every call either folds, finds the lock taken, or waits for the next.
+///
+/// Once both threads are joined, and before anyone reads the controller again, the
+/// engine's limit is 2: each failure reached the algorithm, through its own fold or through
+/// the recheck of the thread that held the lock when it asked (nobody else is left to fold
+/// it). Then the controller has fed exactly 4 samples (none lost, none counted twice),
+/// dropped none, and every permit is back.
+pub fn adaptive_fold_loses_and_repeats_no_sample() {
+    use bulkhead::adaptive::{AdaptiveLimit, LimitAlgorithm, Limits, Outcome, Sample};
+
+    struct DownOnFailure;
+    impl LimitAlgorithm for DownOnFailure {
+        fn update(&mut self, sample: &Sample, limits: Limits) -> usize {
+            match sample.outcome {
+                Outcome::Failure => limits.current - 1,
+                _ => limits.current,
+            }
+        }
+    }
+
+    let adaptive = Arc::new(Bulkhead::new("adaptive_fold", config(4, Duration::ZERO)));
+    adaptive.set_adaptive_limit(AdaptiveLimit::new(DownOnFailure)).expect("valid bounds");
+    let callers: Vec<_> = (0..2)
+        .map(|t| {
+            let adaptive = Arc::clone(&adaptive);
+            rt::spawn(move || {
+                for i in 0..2 {
+                    // Never refused: the limit stays at 2 or more, and each caller holds one.
+                    let permit = adaptive.try_acquire().expect("a free permit");
+                    if (t + i) % 2 == 0 {
+                        permit.succeed();
+                    } else {
+                        permit.fail();
+                    }
+                }
+            })
+        })
+        .collect();
+    let seen = adaptive.adaptive_limit().expect("attached").limit();
+    callers.into_iter().for_each(join);
+    assert!((2..=4).contains(&seen), "the limit read during the calls is {seen}");
+    assert_eq!(
+        adaptive.metrics().max_allowed_concurrent_calls(),
+        2,
+        "a failure was left for a later fold (the lock holder did not look again)"
+    );
+    let metrics = adaptive.adaptive_limit().expect("attached").metrics();
+    assert_eq!(metrics.samples(), 4, "a sample was lost or fed twice");
+    assert_eq!(metrics.samples_dropped(), 0);
+    assert_eq!(metrics.limit(), 2);
+    assert_quiescent(&adaptive, 2);
+}
+
 /// `close` racing a new key at a full map: `max_keys` 1, key 0 held by the main thread, one
 /// thread tries key 1 while another closes. Key 1 is refused either way: `TooManyKeys` if
 /// its look-up came first, `Closed` after, and never inserted (one key live throughout).

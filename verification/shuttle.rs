@@ -296,6 +296,8 @@ mod family {
             crate::scenarios_family::keyed_key_refusal_leaves_total_untouched();
         adaptive_failure_shrinks_limit_before_queued_caller_is_admitted =>
             crate::scenarios_family::adaptive_failure_shrinks_limit_before_queued_caller_is_admitted();
+        adaptive_fold_loses_and_repeats_no_sample =>
+            crate::scenarios_family::adaptive_fold_loses_and_repeats_no_sample();
         keyed_close_racing_new_key_at_full_map =>
             crate::scenarios_family::keyed_close_racing_new_key_at_full_map();
         keyed_owned_async_hostile_wakers_keep_total =>

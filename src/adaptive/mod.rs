@@ -26,14 +26,18 @@
 //!
 //! A bulkhead without a controller pays nothing for this module but a zero test on release:
 //! the engine and the plain face know no algorithm, only a hook (`crate::bulkhead::hook`). With one,
-//! a sampled call reads the clock twice, takes the controller's lock once (uncontended in
-//! the common case) and runs the algorithm's arithmetic; an unsampled one
+//! a sampled call reads a cheap clock twice (the TSC, through `quanta`) and writes its sample
+//! into its own thread's ring: no lock, no read-modify-write, no cache line shared with
+//! another thread. Now and then a call *folds*: it takes the controller's lock with
+//! `try_lock` (never waiting), feeds the samples of every thread to the algorithm and moves
+//! the limit; a failure asks for a fold at once. `fold.rs` has the protocol, and what the
+//! algorithm sees ([`AdaptiveLimit::fold_window`]). An unsampled call
 //! ([`AdaptiveLimit::sample_one_in`]) takes the observed path and a thread-local countdown.
 //! `benches/results/adaptive.md` has the instruction counts.
 //!
 //! # User code and the controller's lock
 //!
-//! The controller's lock is held only to feed a sample to the algorithm and read its new
+//! The controller's lock is held only to feed samples to the algorithm and read its new
 //! limit. The algorithm's [`LimitAlgorithm::update`] and `estimates` run under it (they are
 //! the state it protects: keep them to arithmetic, and never call the bulkhead from them).
 //! Nothing else of the user's does: the new limit reaches the engine after the lock (a
@@ -60,6 +64,7 @@
 
 mod aimd;
 mod algorithm;
+mod fold;
 mod gradient2;
 #[cfg(feature = "metrics")]
 pub(crate) mod metrics;
@@ -68,7 +73,9 @@ mod vegas;
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
 
 pub use self::aimd::Aimd;
 pub use self::algorithm::{Estimates, LimitAlgorithm, Limits, Sample};
@@ -79,7 +86,9 @@ use crate::bulkhead::hook::LimitHook;
 use crate::bulkhead::permit::Mark;
 pub use crate::bulkhead::permit::Outcome;
 use crate::bulkhead::Bulkhead;
-use crate::engine::sync::{AtomicBool, Mutex, Ordering};
+use crate::engine::sync::{
+    fence, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, SampleClock,
+};
 use crate::observe::event::ListenerHandle;
 
 /// A listener of limit changes.
@@ -114,9 +123,13 @@ pub struct AdaptiveLimit {
     initial_limit: Option<usize>,
     timeout: Option<Duration>,
     sample_one_in: u32,
+    fold_window: Duration,
 }
 
 impl AdaptiveLimit {
+    /// The default [`fold_window`](Self::fold_window): 100 µs.
+    pub const DEFAULT_FOLD_WINDOW: Duration = Duration::from_micros(100);
+
     /// An adaptive limit run by `algorithm`, with the default bounds `[1, cap]` (`[0, 0]`
     /// for a cap of 0), starting at the cap (the guide's static sizing), every call
     /// sampled, and the algorithm's own timeout ([`LimitAlgorithm::default_timeout`]: 5 s
@@ -140,6 +153,7 @@ impl AdaptiveLimit {
             initial_limit: None,
             timeout,
             sample_one_in: 1,
+            fold_window: Self::DEFAULT_FOLD_WINDOW,
         }
     }
 
@@ -230,6 +244,37 @@ impl AdaptiveLimit {
         self
     }
 
+    /// How long successes may gather before they reach the algorithm (default
+    /// [`DEFAULT_FOLD_WINDOW`](Self::DEFAULT_FOLD_WINDOW), 100 µs).
+    ///
+    /// Samples are recorded per thread without a lock and *folded* into the algorithm now
+    /// and then: by the call that ends a window (this long after the last fold), by a call
+    /// whose thread has 32 samples waiting, by any call that did not succeed (a failure
+    /// reaches the algorithm before its call returns, unless another thread is folding at
+    /// that moment: then within that fold), and before [`AdaptiveControl`] reads the limit
+    /// or the metrics. A fold feeds every non-success sample on its own, and each run of
+    /// consecutive successes as one sample: their mean latency and the highest in-flight
+    /// count (Netflix's `WindowedLimit` does the same per window). When calls end more than
+    /// a window apart, every sample is fed on its own, as it ends; `Duration::ZERO` folds
+    /// at every call (successes still merge when several threads record during one fold).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::adaptive::{AdaptiveLimit, Aimd};
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bank = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// let every_call = AdaptiveLimit::new(Aimd::default()).initial_limit(2).fold_window(Duration::ZERO);
+    /// bank.set_adaptive_limit(every_call)?;
+    /// let (a, b) = (bank.try_acquire()?, bank.try_acquire()?);
+    /// drop((a, b)); // two successes at a high load, folded one by one: +1 each
+    /// assert_eq!(bank.adaptive_limit().unwrap().limit(), 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn fold_window(mut self, window: Duration) -> Self {
+        self.fold_window = window;
+        self
+    }
+
     /// Checks the settings against a cap of `cap` and builds the controller.
     fn controller(self, cap: usize) -> Result<Controller, ConfigError> {
         let max = self.max_limit.unwrap_or(cap);
@@ -270,12 +315,18 @@ impl AdaptiveLimit {
                 "must be positive".to_string(),
             ));
         }
+        let clock = SampleClock::new();
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         Ok(Controller {
-            epoch: Instant::now(),
-            timeout: self.timeout,
+            window_ticks: clock.ticks(nanos(self.fold_window)),
+            last_fold: CachePadded::new(AtomicU64::new(clock.raw())),
+            timeout_ticks: self.timeout.map_or(u64::MAX, |t| clock.ticks(nanos(t))),
+            clock,
             sample_one_in: self.sample_one_in,
             min_setting: self.min_limit,
             max_setting: self.max_limit,
+            limit: AtomicUsize::new(initial),
+            slots: fold::Slots::new(),
             state: Mutex::new(State {
                 algorithm: self.algorithm,
                 limit: initial,
@@ -296,6 +347,7 @@ impl fmt::Debug for AdaptiveLimit {
             .field("initial_limit", &self.initial_limit)
             .field("timeout", &self.timeout)
             .field("sample_one_in", &self.sample_one_in)
+            .field("fold_window", &self.fold_window)
             .finish_non_exhaustive()
     }
 }
@@ -373,15 +425,25 @@ fn attached_twice(name: &str) -> ConfigError {
 /// The controller attached to a bulkhead: owned by it (its hook), reached through
 /// [`AdaptiveControl`].
 struct Controller {
-    /// The zero of the permits' marks (`Mark::sampled`).
-    epoch: Instant,
-    /// Latency above which a successful call counts as a failure.
-    timeout: Option<Duration>,
+    /// The clock of the permits' marks (`Mark::sampled`) and of the fold window.
+    clock: SampleClock,
+    /// Latency above which a successful call counts as a failure, in ticks of `clock`
+    /// (`u64::MAX`: none).
+    timeout_ticks: u64,
+    /// [`AdaptiveLimit::fold_window`] in ticks of `clock`.
+    window_ticks: u64,
+    /// When the last fold started, in ticks of `clock`: written by folders, read by every
+    /// sampled call (a line written once per fold, not per call).
+    last_fold: CachePadded<AtomicU64>,
     /// Record 1 call in this many (per thread); 1 records every call.
     sample_one_in: u32,
     /// The bounds as set, `None` for the defaults that follow the cap.
     min_setting: Option<usize>,
     max_setting: Option<usize>,
+    /// `State::limit`, stored under the lock after every change, read by `apply` without it.
+    limit: AtomicUsize,
+    /// Each thread's samples, not folded yet.
+    slots: fold::Slots,
     state: Mutex<State>,
     /// Each with the flag its [`ListenerHandle`] clears.
     listeners: Mutex<Vec<(Arc<AtomicBool>, Arc<Listener>)>>,
@@ -396,29 +458,138 @@ struct State {
     samples: u64,
 }
 
+impl State {
+    /// Feeds `sample`, standing for `count` samples, to the algorithm.
+    fn feed(&mut self, sample: &Sample, count: u64) {
+        self.samples = self.samples.wrapping_add(count);
+        let limits = Limits { current: self.limit, min: self.min, max: self.max };
+        self.limit = self.algorithm.update(sample, limits).clamp(self.min, self.max);
+    }
+}
+
+/// A fold's net change of the limit: old, new, the estimates after it.
+type Change = (usize, usize, Estimates);
+
 impl Controller {
-    fn now_nanos(&self) -> u64 {
-        // Truncation is the mark's modulus (2^44 ns); u64 nanoseconds last 584 years.
-        self.epoch.elapsed().as_nanos() as u64
+    /// Feeds every sample the threads recorded to the algorithm (see `fold.rs`, "What the
+    /// algorithm sees"), then `extra` if any. Call it holding the lock (`state`).
+    fn fold(&self, state: &mut State, extra: Option<Sample>) -> Option<Change> {
+        let old = state.limit;
+        // Ordering: Relaxed — a hint for the callers' window test; it publishes nothing.
+        self.last_fold.store(self.clock.raw(), Ordering::Relaxed);
+        let mut run = fold::Run::default();
+        let nanos = |ticks| self.clock.nanos(ticks);
+        self.slots.drain(&mut run, |run, word| {
+            if let Some((successes, count)) = run.take(nanos) {
+                state.feed(&successes, count);
+            }
+            state.feed(&fold::unpack(word, nanos), 1);
+        });
+        if let Some((successes, count)) = run.take(nanos) {
+            state.feed(&successes, count);
+        }
+        if let Some(sample) = extra {
+            state.feed(&sample, 1);
+        }
+        // Ordering: Release — with the engine's AcqRel `set_limit`, an applier that sets
+        // the engine after ours reads this value or a later one (see `apply`).
+        self.limit.store(state.limit, Ordering::Release);
+        (state.limit != old).then(|| (old, state.limit, state.algorithm.estimates()))
     }
 
-    fn record(&self, bulkhead: &Bulkhead, sample: Sample) {
-        let mut sample = sample;
-        if sample.outcome == Outcome::Success && self.timeout.is_some_and(|t| sample.latency > t) {
-            sample.outcome = Outcome::Failure;
-        }
-        let (old, new, estimates) = {
-            let mut state = self.state.lock();
-            state.samples += 1;
-            let old = state.limit;
-            let limits = Limits { current: old, min: state.min, max: state.max };
-            let new = state.algorithm.update(&sample, limits).clamp(state.min, state.max);
-            if new == old {
+    /// Folds if the lock is free, and again while other callers asked for a fold during
+    /// ours (at most `fold::ROUNDS` folds): never waits.
+    fn try_fold(&self, bulkhead: &Bulkhead) {
+        for _ in 0..fold::ROUNDS {
+            let Some(mut state) = self.state.try_lock() else {
+                // The holder looks for our request after it unlocks (`Slot::ask_fold`).
+                return;
+            };
+            let change = self.fold(&mut state, None);
+            if !self.unlock_and_recheck(bulkhead, state, change) {
                 return;
             }
-            state.limit = new;
-            (old, new, state.algorithm.estimates())
+        }
+    }
+
+    /// Releases the lock, applies and announces `change`, then says whether a caller asked
+    /// for a fold meanwhile.
+    fn unlock_and_recheck(
+        &self,
+        bulkhead: &Bulkhead,
+        state: MutexGuard<'_, State>,
+        change: Option<Change>,
+    ) -> bool {
+        drop(state);
+        if let Some(change) = change {
+            self.publish(bulkhead, change);
+        }
+        // Ordering: SeqCst fence — pairs with the fence in `Slot::ask_fold`: either we see
+        // that caller's request below, or its `try_lock` saw our unlock.
+        fence(Ordering::SeqCst);
+        self.slots.wanted()
+    }
+
+    /// Folds, waiting for the lock, and feeds `extra` after the threads' samples: for
+    /// readers of the limit, explicit samples, and threads without a ring.
+    fn fold_now(&self, bulkhead: &Bulkhead, extra: Option<Sample>) {
+        let mut state = self.state.lock();
+        let change = self.fold(&mut state, extra);
+        if self.unlock_and_recheck(bulkhead, state, change) {
+            self.try_fold(bulkhead);
+        }
+    }
+
+    /// A thread without a ring records under the lock, as every thread did before issue 21.
+    #[cold]
+    #[inline(never)]
+    fn record_without_ring(&self, bulkhead: &Bulkhead, word: u64) {
+        let sample = fold::unpack(word, |ticks| self.clock.nanos(ticks));
+        self.fold_now(bulkhead, Some(sample));
+    }
+
+    /// This thread's ring is full while another thread folds: ask, try, and push again, or
+    /// drop the sample.
+    #[cold]
+    #[inline(never)]
+    fn push_to_full_ring(&self, bulkhead: &Bulkhead, slot: &fold::Slot, word: u64) {
+        self.ask_and_try_fold(bulkhead, slot);
+        if slot.push(word).is_none() {
+            slot.drop_one();
+        }
+    }
+
+    #[inline(never)]
+    fn ask_and_try_fold(&self, bulkhead: &Bulkhead, slot: &fold::Slot) {
+        slot.ask_fold();
+        self.try_fold(bulkhead);
+    }
+
+    /// A success slower than the timeout counts as a failure.
+    #[inline]
+    fn classify(&self, outcome: Outcome, latency_ticks: u64) -> Outcome {
+        if outcome == Outcome::Success && latency_ticks > self.timeout_ticks {
+            Outcome::Failure
+        } else {
+            outcome
+        }
+    }
+
+    /// A sample fed by hand ([`AdaptiveControl::record`]).
+    fn record(&self, bulkhead: &Bulkhead, sample: Sample) {
+        let nanos = u64::try_from(sample.latency.as_nanos()).unwrap_or(u64::MAX);
+        let slow = self.clock.ticks(nanos) > self.timeout_ticks;
+        let outcome = if sample.outcome == Outcome::Success && slow {
+            Outcome::Failure
+        } else {
+            sample.outcome
         };
+        let sample = Sample { outcome, ..sample };
+        self.fold_now(bulkhead, Some(sample));
+    }
+
+    /// Moves the engine to the new limit, then tells the listeners (holding no lock).
+    fn publish(&self, bulkhead: &Bulkhead, (old, new, estimates): Change) {
         self.apply(bulkhead);
         let listeners: Vec<(Arc<AtomicBool>, Arc<Listener>)> = self.listeners.lock().clone();
         let event = LimitChanged { name: bulkhead.name(), old, new, estimates };
@@ -431,24 +602,43 @@ impl Controller {
             }
         }
     }
+
+    /// The controller's limit, without its lock.
+    fn current_limit(&self) -> usize {
+        // Ordering: Acquire — pairs with the Release stores in `fold` and `cap_changed`.
+        self.limit.load(Ordering::Acquire)
+    }
 }
 
 impl LimitHook for Controller {
+    #[inline]
     fn started(&self, bulkhead: &Bulkhead) -> Mark {
         if self.sample_one_in == 1 || sampled(self.sample_one_in) {
-            Mark::sampled(self.now_nanos(), bulkhead.sem().load().in_flight())
+            Mark::sampled(self.clock.raw(), bulkhead.sem().load().in_flight())
         } else {
             Mark::OBSERVED
         }
     }
 
+    /// Pushes the sample into this thread's ring and folds if it asks for one (see
+    /// `fold.rs`): no lock is waited for.
+    #[inline]
     fn finished(&self, bulkhead: &Bulkhead, mark: Mark) {
-        let sample = Sample {
-            latency: mark.latency(self.now_nanos()),
-            in_flight: mark.in_flight(),
-            outcome: mark.outcome(),
+        let end = self.clock.raw();
+        let ticks = mark.elapsed_ticks(end);
+        let outcome = self.classify(mark.outcome(), ticks);
+        let word = fold::pack(ticks, mark.in_flight(), outcome);
+        let Some(slot) = self.slots.own() else {
+            return self.record_without_ring(bulkhead, word);
         };
-        self.record(bulkhead, sample);
+        let Some(waiting) = slot.push(word) else {
+            return self.push_to_full_ring(bulkhead, slot, word);
+        };
+        // Ordering: Relaxed — a hint: a stale value only moves the fold by a call.
+        let since = end.wrapping_sub(self.last_fold.load(Ordering::Relaxed));
+        if outcome != Outcome::Success || waiting >= fold::FOLD_AT || since >= self.window_ticks {
+            self.ask_and_try_fold(bulkhead, slot);
+        }
     }
 
     fn cap_changed(&self, cap: usize) {
@@ -456,24 +646,29 @@ impl LimitHook for Controller {
         state.max = self.max_setting.map_or(cap, |max| max.min(cap));
         state.min = self.min_setting.unwrap_or(1).min(state.max);
         state.limit = state.limit.clamp(state.min, state.max);
+        // Ordering: Release — as in `fold`.
+        self.limit.store(state.limit, Ordering::Release);
     }
 
-    /// Applies the controller's limit to the engine, after the controller's lock: growing
+    /// Applies the controller's limit to the engine, holding no lock of ours: growing
     /// the limit grants queued callers and wakes them, and a waker is user code (it may call
     /// this bulkhead again, or drop a permit of it).
     ///
-    /// Two changes recorded at once may then reach the engine in either order, so each
+    /// Two changes folded at once may then reach the engine in either order, so each
     /// applier reads the controller's limit again after applying, and applies that, until
     /// what it applied is the controller's limit. The last engine change of all is thus
     /// always the controller's last limit: whoever made it read that limit afterwards (a
-    /// later change would be applied later still by its own applier). And a recorder
-    /// returns, so its permit is released, only once the engine has had a limit at least as
-    /// recent as its own sample's (a sampled permit records before it releases).
+    /// later change would be applied later still by its own applier; the limit is stored
+    /// Release before its folder applies it, and the engine's `set_limit` is an AcqRel
+    /// read-modify-write of one word, so an applier whose `set_limit` comes after reads it).
+    /// And a call whose sample folded returns, so its permit is released, only once the
+    /// engine has had a limit at least as recent as its own sample's (a sampled permit
+    /// records before it releases).
     fn apply(&self, bulkhead: &Bulkhead) {
-        let mut limit = self.state.lock().limit;
+        let mut limit = self.current_limit();
         loop {
             bulkhead.set_engine_limit(limit);
-            let latest = self.state.lock().limit;
+            let latest = self.current_limit();
             if latest == limit {
                 return;
             }
@@ -495,7 +690,9 @@ pub struct AdaptiveControl<'a> {
 }
 
 impl AdaptiveControl<'_> {
-    /// The limit the controller last set (what the engine enforces once applied).
+    /// The controller's limit, once the samples recorded so far are folded into it (this
+    /// may wait for the controller's lock, and applies a change to the engine and tells the
+    /// listeners, as a fold on the call path does).
     ///
     /// ```
     /// # use bulkhead::adaptive::{AdaptiveLimit, Aimd};
@@ -506,7 +703,8 @@ impl AdaptiveControl<'_> {
     /// # Ok::<(), bulkhead::ConfigError>(())
     /// ```
     pub fn limit(&self) -> usize {
-        self.controller.state.lock().limit
+        self.controller.fold_now(self.bulkhead, None);
+        self.controller.current_limit()
     }
 
     /// The lowest limit the algorithm may set.
@@ -521,7 +719,8 @@ impl AdaptiveControl<'_> {
     }
 
     /// A snapshot: the limit, its bounds, the samples recorded and the algorithm's
-    /// estimates. Takes the controller's lock briefly. The bulkhead's own gauges are in
+    /// estimates, once the samples recorded so far are folded (as [`limit`](Self::limit)
+    /// does). Takes the controller's lock briefly. The bulkhead's own gauges are in
     /// [`Bulkhead::metrics`].
     ///
     /// ```
@@ -536,12 +735,14 @@ impl AdaptiveControl<'_> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn metrics(&self) -> AdaptiveMetrics {
+        self.controller.fold_now(self.bulkhead, None);
         let state = self.controller.state.lock();
         AdaptiveMetrics {
             limit: state.limit,
             min: state.min,
             max: state.max,
             samples: state.samples,
+            samples_dropped: self.controller.slots.dropped(),
             estimates: state.algorithm.estimates(),
         }
     }
@@ -692,6 +893,7 @@ pub struct AdaptiveMetrics {
     min: usize,
     max: usize,
     samples: u64,
+    samples_dropped: u64,
     estimates: Estimates,
 }
 
@@ -711,9 +913,27 @@ impl AdaptiveMetrics {
         self.max
     }
 
-    /// Samples recorded so far.
+    /// Samples fed to the algorithm so far (a run of successes fed as one sample counts
+    /// for each call in it).
     pub fn samples(&self) -> u64 {
         self.samples
+    }
+
+    /// Samples dropped because their thread's buffer was full while another thread held
+    /// the controller's lock (it would have to hold it for 96 of this thread's calls: a
+    /// descheduled holder). Not in [`samples`](Self::samples).
+    ///
+    /// ```
+    /// # use bulkhead::adaptive::{AdaptiveLimit, Aimd};
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bank = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// bank.set_adaptive_limit(AdaptiveLimit::new(Aimd::default()))?;
+    /// bank.call(|| ())?;
+    /// assert_eq!(bank.adaptive_limit().unwrap().metrics().samples_dropped(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn samples_dropped(&self) -> u64 {
+        self.samples_dropped
     }
 
     /// The algorithm's estimates (no-load latency, gradient, queue).

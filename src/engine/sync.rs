@@ -9,6 +9,9 @@
 //! | `bulkhead_loom`    | `loom`                         | [`Clock`]: a model clock           | a model `OnceLock`; a slot per model thread |
 //! | `bulkhead_shuttle` | `shuttle`                      | [`Clock`]: a model clock           | a model `OnceLock`; a slot per model thread |
 //!
+//! The adaptive limits' sample clock ([`SampleClock`]) is `quanta`'s raw counter (the TSC
+//! where it is invariant) outside a model, and the model clock inside one.
+//!
 //! Inside a model checker wall-clock time does not exist, so a deadline is an input the model
 //! controls: the model clock only moves when a test calls `crate::engine::model::advance` (or
 //! `advance_to`), and that call wakes every thread parked on a deadline and every task queued
@@ -35,7 +38,7 @@ pub(crate) const NO_SLOT: usize = usize::MAX;
 
 #[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
 mod imp {
-    pub(crate) use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+    pub(crate) use core::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
     pub(crate) use std::sync::OnceLock;
     pub(crate) use std::thread::{current as current_thread, Thread};
 
@@ -54,6 +57,48 @@ mod imp {
         #[inline]
         pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, T> {
             self.0.lock()
+        }
+
+        /// The lock if it is free now, else `None` (never waits).
+        #[inline]
+        pub(crate) fn try_lock(&self) -> Option<parking_lot::MutexGuard<'_, T>> {
+            self.0.try_lock()
+        }
+    }
+
+    /// The adaptive limits' clock (`crate::adaptive`): raw ticks of the fastest counter
+    /// `quanta` finds (the TSC where it is invariant, else the OS's monotonic clock in
+    /// nanoseconds), converted to nanoseconds only for a difference. A raw read is one
+    /// `rdtsc` and a match; `Instant::now()` is a vDSO call (33 instructions) and a
+    /// difference of two (`Instant::elapsed`) another 60. See benches/results/NOTES.md.
+    #[derive(Debug, Clone)]
+    pub(crate) struct SampleClock(quanta::Clock);
+
+    impl SampleClock {
+        /// The first one in the process calibrates the counter against the OS clock
+        /// (quanta: under a millisecond typically, at most 200 ms, once per process).
+        pub(crate) fn new() -> Self {
+            SampleClock(quanta::Clock::new())
+        }
+
+        /// Now, in ticks (not nanoseconds; only differences mean anything).
+        #[inline]
+        pub(crate) fn raw(&self) -> u64 {
+            self.0.raw()
+        }
+
+        /// `ticks` as nanoseconds.
+        #[inline]
+        pub(crate) fn nanos(&self, ticks: u64) -> u64 {
+            self.0.delta_as_nanos(0, ticks)
+        }
+
+        /// `nanos` as ticks (rounded down; at least 1 for a positive `nanos`).
+        pub(crate) fn ticks(&self, nanos: u64) -> u64 {
+            // 2^32 ticks measured in nanoseconds gives the ratio with 32 bits to spare.
+            let per = u128::from(self.nanos(1 << 32)).max(1);
+            let ticks = (u128::from(nanos) << 32) / per;
+            u64::try_from(ticks).unwrap_or(u64::MAX).max(u64::from(nanos > 0))
         }
     }
 
@@ -203,12 +248,12 @@ mod imp {
 #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
 mod imp {
     #[cfg(bulkhead_loom)]
-    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+    pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
     #[cfg(bulkhead_loom)]
     pub(crate) use parker::{current_thread, park, Thread};
     #[cfg(bulkhead_shuttle)]
     pub(crate) use shuttle::{
-        sync::atomic::{AtomicBool, AtomicU64, AtomicUsize},
+        sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize},
         thread::{current as current_thread, park, Thread},
     };
 
@@ -273,6 +318,39 @@ mod imp {
                 Ok(guard) => guard,
                 Err(poisoned) => poisoned.into_inner(),
             }
+        }
+
+        /// The lock if it is free now, else `None` (never waits).
+        pub(crate) fn try_lock(&self) -> Option<InnerGuard<'_, T>> {
+            match self.0.try_lock() {
+                Ok(guard) => Some(guard),
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            }
+        }
+    }
+
+    /// The adaptive limits' clock on the model clock: a tick is a nanosecond of model time,
+    /// so a scenario sets a call's latency with `model::advance`.
+    #[derive(Debug, Clone, Default)]
+    pub(crate) struct SampleClock;
+
+    impl SampleClock {
+        pub(crate) fn new() -> Self {
+            let _ = model_clock();
+            SampleClock
+        }
+
+        pub(crate) fn raw(&self) -> u64 {
+            model_clock().now()
+        }
+
+        pub(crate) fn nanos(&self, ticks: u64) -> u64 {
+            ticks
+        }
+
+        pub(crate) fn ticks(&self, nanos: u64) -> u64 {
+            nanos
         }
     }
 
