@@ -4,7 +4,8 @@
 #
 #   benches/adaptive_cost.sh [N] [OP...]   (default N 200000; default ops below)
 #
-# Every figure is (run with N - run with 0) / N, so the set-up cancels out.
+# Every figure is (run with N - run with 0) / N, so the set-up cancels out. Built with the
+# feature `tsc` (ADAPTIVE_FEATURES="" for the std clock).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${1:-200000}"
@@ -16,8 +17,8 @@ if [ ${#OPS[@]} -eq 0 ]; then
 fi
 WORK="${CARGO_TARGET_DIR:-target}/adaptive_cost"
 mkdir -p "$WORK"
-cargo bench --no-run --bench callgrind 2>/dev/null
-CALLGRIND="$(cargo bench --no-run --bench callgrind --message-format=json 2>/dev/null |
+cargo bench --no-run --features "${ADAPTIVE_FEATURES-tsc}" --bench callgrind 2>/dev/null
+CALLGRIND="$(cargo bench --no-run --features "${ADAPTIVE_FEATURES-tsc}" --bench callgrind --message-format=json 2>/dev/null |
     python3 benches/report.py executable callgrind)"
 EXE="$CALLGRIND"
 source benches/valgrind.sh

@@ -7,7 +7,8 @@
 #
 # Needs python3 and valgrind. About 5 minutes on 2 cores. Honours CARGO_TARGET_DIR.
 # Environment knobs: QUICK (criterion flags), BENCH_FEATURES (cargo features for every bench
-# build; default `metrics`, so the instrumented rows export through the metrics facade;
+# build; default `metrics tsc`: the instrumented rows export through the metrics facade, and
+# adaptive limits time samples with the TSC (feature `tsc`);
 # add `tracing` to measure a tracing-enabled build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,7 @@ WORK="$TARGET/bench-report"
 RESULTS=benches/results
 REPORT="python3 benches/report.py"
 TIMED=(--bench acquire --bench contention --bench handoff)
-FEATURES=(--features "${BENCH_FEATURES:-metrics}")
+FEATURES=(--features "${BENCH_FEATURES:-metrics tsc}")
 
 rm -rf "$WORK"
 mkdir -p "$WORK" "$RESULTS"

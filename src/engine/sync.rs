@@ -9,8 +9,9 @@
 //! | `bulkhead_loom`    | `loom`                         | [`Clock`]: a model clock           | a model `OnceLock`; a slot per model thread |
 //! | `bulkhead_shuttle` | `shuttle`                      | [`Clock`]: a model clock           | a model `OnceLock`; a slot per model thread |
 //!
-//! The adaptive limits' sample clock ([`SampleClock`]) is `quanta`'s raw counter (the TSC
-//! where it is invariant) outside a model, and the model clock inside one.
+//! The adaptive limits' sample clock ([`SampleClock`]) is, outside a model, `quanta`'s raw
+//! counter (the TSC where it is invariant) with the feature `tsc`, or `std::time::Instant`
+//! without it; inside one, the model clock.
 //!
 //! Inside a model checker wall-clock time does not exist, so a deadline is an input the model
 //! controls: the model clock only moves when a test calls `crate::engine::model::advance` (or
@@ -66,14 +67,16 @@ mod imp {
         }
     }
 
-    /// The adaptive limits' clock (`crate::adaptive`): raw ticks of the fastest counter
-    /// `quanta` finds (the TSC where it is invariant, else the OS's monotonic clock in
-    /// nanoseconds), converted to nanoseconds only for a difference. A raw read is one
-    /// `rdtsc` and a match; `Instant::now()` is a vDSO call (33 instructions) and a
-    /// difference of two (`Instant::elapsed`) another 60. See benches/results/NOTES.md.
+    /// The adaptive limits' clock (`crate::adaptive`), with the feature `tsc`: raw ticks of
+    /// the fastest counter `quanta` finds (the TSC where it is invariant, else the OS's
+    /// monotonic clock in nanoseconds), converted to nanoseconds only for a difference. A raw
+    /// read is one `rdtsc` and a match; `Instant::now()` is a vDSO call (33 instructions) and
+    /// a difference of two (`Instant::elapsed`) another 60. See benches/results/NOTES.md.
+    #[cfg(feature = "tsc")]
     #[derive(Debug, Clone)]
     pub(crate) struct SampleClock(quanta::Clock);
 
+    #[cfg(feature = "tsc")]
     impl SampleClock {
         /// The first one in the process calibrates the counter against the OS clock
         /// (quanta: under a millisecond typically, at most 200 ms, once per process).
@@ -99,6 +102,37 @@ mod imp {
             let per = u128::from(self.nanos(1 << 32)).max(1);
             let ticks = (u128::from(nanos) << 32) / per;
             u64::try_from(ticks).unwrap_or(u64::MAX).max(u64::from(nanos > 0))
+        }
+    }
+
+    /// The adaptive limits' clock without the feature `tsc`: nanoseconds since the clock was
+    /// made, from `std::time::Instant` (no dependency; a read costs `Instant::elapsed`,
+    /// about 90 instructions, where the TSC costs about 9).
+    #[cfg(not(feature = "tsc"))]
+    #[derive(Debug, Clone)]
+    pub(crate) struct SampleClock(Instant);
+
+    #[cfg(not(feature = "tsc"))]
+    impl SampleClock {
+        pub(crate) fn new() -> Self {
+            SampleClock(Instant::now())
+        }
+
+        /// Now, in nanoseconds since the clock was made (saturating after 584 years).
+        #[inline]
+        pub(crate) fn raw(&self) -> u64 {
+            u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        }
+
+        /// Ticks are nanoseconds.
+        #[inline]
+        pub(crate) fn nanos(&self, ticks: u64) -> u64 {
+            ticks
+        }
+
+        /// Ticks are nanoseconds.
+        pub(crate) fn ticks(&self, nanos: u64) -> u64 {
+            nanos
         }
     }
 
