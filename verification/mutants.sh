@@ -412,17 +412,14 @@ apply() {
     timed_out_weighted_owes_no_drain)
         mutate src/engine/state.rs '        let owed = outcome == Outcome::TimedOut;' '        let owed = false;' ;;
     evicted_waiter_not_woken)
-        mutate src/engine/state.rs '            evicted.push(queue.end(last, SlotState::Evicted));' '            drop(queue.end(last, SlotState::Evicted));' ;;
+        mutate src/engine/state.rs '        Some(self.end(last, SlotState::Evicted))' '        drop(self.end(last, SlotState::Evicted));
+        Some(None)' ;;
     sheddable_fast_path_ignores_headroom)
         mutate src/engine/state.rs '        let required = i64::from(need) + self.headroom.load(Ordering::Relaxed) as i64;' '        let required = i64::from(need) + 0 * self.headroom.load(Ordering::Relaxed) as i64;' ;;
     queue_ignores_headroom)
         mutate src/engine/state.rs '        let headroom = if class == Criticality::Sheddable { self.headroom } else { 0 };' '        let headroom = if class == Criticality::Sheddable { 0 } else { 0 };' ;;
     classes_served_lowest_first)
-        mutate src/engine/state.rs '        for list in &self.lists[..DRAINERS] {
-            if list.head != NIL {
-                return if newest { list.tail } else { list.head };' '        for list in self.lists[..DRAINERS].iter().rev() {
-            if list.head != NIL {
-                return if newest { list.tail } else { list.head };' ;;
+        mutate src/engine/state.rs '        let list = &self.lists[self.occupied.trailing_zeros() as usize];' '        let list = &self.lists[7 - self.occupied.leading_zeros() as usize];' ;;
     owed_drain_wakes_under_lock)
         mutate src/engine/state.rs '        if owed {
             self.drain_and_wake(queue, &mut WakeList::default());
@@ -441,9 +438,9 @@ apply() {
         }
         outcome' ;;
     keyed_owned_async_total_takes_one)
-        mutate src/keyed/mod.rs '                            let acquire = AcquireOwned::many(total, *permits);' '                            let acquire = AcquireOwned::many(total, 1);' ;;
+        mutate src/keyed/mod.rs '                            let acquire = AcquireOwned::many(total, *request);' '                            let acquire = AcquireOwned::many(total, Request::permits(1));' ;;
     keyed_weighted_total_takes_one)
-        mutate src/keyed/mod.rs '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, n)))' '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, 1)))' ;;
+        mutate src/keyed/mod.rs '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, request)))' '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, Request::permits(1))))' ;;
     adaptive_limit_applied_without_recheck)
         mutate src/adaptive/mod.rs '            if latest == limit {' '            if latest == limit || true {' ;;
     adaptive_fold_skips_recheck)

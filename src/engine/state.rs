@@ -478,6 +478,12 @@ struct Queue {
     above_since: Option<Instant>,
     /// Permits a sheddable waiter must leave free (`sheddable_headroom`).
     headroom: u32,
+    /// Bit `c` set: `lists[c]` holds a waiter (so finding the next waiter is one
+    /// `trailing_zeros`, not a walk over the classes).
+    occupied: u8,
+    /// Whether the newest of a class is served first now (LIFO, or adaptive LIFO standing):
+    /// kept up to date by `set_order` and `set_standing`.
+    newest: bool,
 }
 
 impl Queue {
@@ -499,6 +505,8 @@ impl Queue {
             standing: false,
             above_since: None,
             headroom: 0,
+            occupied: 0,
+            newest: false,
         }
     }
 
@@ -512,42 +520,74 @@ impl Queue {
     }
 
     /// Whether the newest of a class is served first now.
+    #[inline]
     fn newest_first(&self) -> bool {
-        match self.order {
+        self.newest
+    }
+
+    /// Sets the order (and leaves any standing state).
+    fn set_order(&mut self, order: QueueOrder) {
+        self.order = order;
+        self.set_standing(false);
+        self.above_since = None;
+    }
+
+    /// Adaptive LIFO: the queue stands, or no longer does.
+    fn set_standing(&mut self, standing: bool) {
+        self.standing = standing;
+        self.newest = match self.order {
             QueueOrder::Fifo => false,
             QueueOrder::Lifo => true,
-            QueueOrder::AdaptiveLifo { .. } => self.standing,
-        }
+            QueueOrder::AdaptiveLifo { .. } => standing,
+        };
     }
 
     /// The waiter served next: the first of the highest class with anyone queued (oldest or
     /// newest, by the order); `NIL` if none.
+    #[inline]
     fn next(&self) -> u32 {
-        let newest = self.newest_first();
-        for list in &self.lists[..DRAINERS] {
-            if list.head != NIL {
-                return if newest { list.tail } else { list.head };
-            }
+        if self.occupied == 0 {
+            return NIL;
         }
-        NIL
+        let list = &self.lists[self.occupied.trailing_zeros() as usize];
+        if self.newest_first() {
+            list.tail
+        } else {
+            list.head
+        }
     }
 
     /// The waiter served last: the last of the lowest class with anyone queued; `NIL` if
     /// none.
     fn last_served(&self) -> u32 {
-        let newest = self.newest_first();
-        for list in self.lists[..DRAINERS].iter().rev() {
-            if list.head != NIL {
-                return if newest { list.head } else { list.tail };
-            }
+        if self.occupied == 0 {
+            return NIL;
         }
-        NIL
+        let list = &self.lists[7 - self.occupied.leading_zeros() as usize];
+        if self.newest_first() {
+            list.head
+        } else {
+            list.tail
+        }
     }
 
     /// Whether a newcomer of `class` would be served before the queued waiter `index`.
     fn served_before(&self, class: Criticality, index: u32) -> bool {
         let queued = self.slots[index as usize].class;
         class < queued || (class == queued && self.newest_first())
+    }
+
+    /// A full queue and a newcomer of `class`: refuses the last-served waiter (`Evicted`) if
+    /// the newcomer would be served before it, and returns its wake (to be called after
+    /// unlocking); `None` if the newcomer is to be refused instead.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, class: Criticality) -> Option<Option<Wake>> {
+        let last = self.last_served();
+        if last == NIL || !self.served_before(class, last) {
+            return None;
+        }
+        Some(self.end(last, SlotState::Evicted))
     }
 
     /// Whether a newcomer of `class` is served before everyone queued: nobody of a higher
@@ -646,6 +686,9 @@ impl Queue {
         }
         if tail == NIL {
             self.lists[list].head = index;
+            if list != DRAINERS {
+                self.occupied |= 1 << list;
+            }
         } else {
             self.slots[tail as usize].next = index;
         }
@@ -661,6 +704,9 @@ impl Queue {
         };
         if prev == NIL {
             self.lists[list].head = next;
+            if next == NIL && list != DRAINERS {
+                self.occupied &= !(1 << list);
+            }
         } else {
             self.slots[prev as usize].next = next;
         }
@@ -775,7 +821,7 @@ impl Queue {
             if oldest_aged == NIL {
                 let since = *self.above_since.get_or_insert(now);
                 if past(Some(since)) {
-                    self.standing = false;
+                    self.set_standing(false);
                     self.above_since = None;
                 }
                 return None;
@@ -790,7 +836,7 @@ impl Queue {
             if !past(Some(since)) {
                 return None;
             }
-            self.standing = true;
+            self.set_standing(true);
             self.above_since = None;
         }
         if oldest_aged == self.next() {
@@ -1234,14 +1280,12 @@ impl Semaphore {
             }
             Err(_) => {}
         }
-        let mut evicted = WakeList::default();
+        let mut evicted = None;
         if max_waiting.is_some_and(|max| queue.live >= max) {
-            let last = queue.last_served();
-            if last == NIL || !queue.served_before(class, last) {
-                return unlock_then_drop(queue, wake, Enqueued::TooManyWaiting);
+            match queue.make_room(class) {
+                Some(wake) => evicted = wake,
+                None => return unlock_then_drop(queue, wake, Enqueued::TooManyWaiting),
             }
-            // Room for a newcomer served before the last waiter: that one is refused.
-            evicted.push(queue.end(last, SlotState::Evicted));
         }
         // Ordering: Relaxed — the flag publishes nothing by itself: a release that sees it
         // takes the lock we hold, which orders the queue. Being a read-modify-write, it is
@@ -1258,7 +1302,9 @@ impl Semaphore {
             // nobody.) Adaptive LIFO drains anyway, to age the queue.
             let arm = Waitlist::arm(&mut queue, deadline);
             drop(queue);
-            evicted.wake_all();
+            if let Some(evicted) = evicted {
+                evicted.wake();
+            }
             self.list.schedule(arm);
             return Enqueued::Queued(key);
         }
@@ -1282,7 +1328,9 @@ impl Semaphore {
             drop(queue);
             wakes.wake_all();
         }
-        evicted.wake_all();
+        if let Some(evicted) = evicted {
+            evicted.wake();
+        }
         drop(own);
         self.list.schedule(arm);
         match ended {
@@ -1467,9 +1515,7 @@ impl Semaphore {
     pub(crate) fn set_policy(&self, order: QueueOrder, headroom: usize) -> bool {
         let mut queue = self.list.queue.lock();
         if queue.order != order {
-            queue.order = order;
-            queue.standing = false;
-            queue.above_since = None;
+            queue.set_order(order);
             if order.is_adaptive() {
                 // Waiters queued before have no age: they count from now.
                 let now = self.clock.now();
