@@ -140,6 +140,23 @@ pub fn keyed_key_refusal_leaves_total_untouched() {
     }
 }
 
+/// The adaptive scenarios' algorithm: one off the limit per failure, the limit kept
+/// otherwise, so a test can count the failures that reached it.
+struct DownOnFailure;
+
+impl bulkhead::adaptive::LimitAlgorithm for DownOnFailure {
+    fn update(
+        &mut self,
+        sample: &bulkhead::adaptive::Sample,
+        limits: bulkhead::adaptive::Limits,
+    ) -> usize {
+        match sample.outcome {
+            bulkhead::adaptive::Outcome::Failure => limits.current - 1,
+            _ => limits.current,
+        }
+    }
+}
+
 /// An adaptive call's failure reaches the controller before its permit passes to a queued
 /// caller. Cap 2, limit 2, an algorithm that takes one off per failure and keeps the limit
 /// on a success. The main thread holds a permit (B); thread A holds the other, and fails once
@@ -148,17 +165,7 @@ pub fn keyed_key_refusal_leaves_total_untouched() {
 /// is never inside alongside B. (Released before the sample is recorded, A's permit went to
 /// C under the old limit of 2.)
 pub fn adaptive_failure_shrinks_limit_before_queued_caller_is_admitted() {
-    use bulkhead::adaptive::{AdaptiveLimit, LimitAlgorithm, Limits, Outcome, Sample};
-
-    struct DownOnFailure;
-    impl LimitAlgorithm for DownOnFailure {
-        fn update(&mut self, sample: &Sample, limits: Limits) -> usize {
-            match sample.outcome {
-                Outcome::Failure => limits.current - 1,
-                _ => limits.current,
-            }
-        }
-    }
+    use bulkhead::adaptive::AdaptiveLimit;
 
     let adaptive = Arc::new(Bulkhead::new("adaptive_shrink", config(2, Duration::MAX)));
     adaptive.set_adaptive_limit(AdaptiveLimit::new(DownOnFailure)).expect("valid bounds");
@@ -224,17 +231,7 @@ pub fn adaptive_failure_shrinks_limit_before_queued_caller_is_admitted() {
 /// it). Then the controller has fed exactly 4 samples (none lost, none counted twice),
 /// dropped none, and every permit is back.
 pub fn adaptive_fold_loses_and_repeats_no_sample() {
-    use bulkhead::adaptive::{AdaptiveLimit, LimitAlgorithm, Limits, Outcome, Sample};
-
-    struct DownOnFailure;
-    impl LimitAlgorithm for DownOnFailure {
-        fn update(&mut self, sample: &Sample, limits: Limits) -> usize {
-            match sample.outcome {
-                Outcome::Failure => limits.current - 1,
-                _ => limits.current,
-            }
-        }
-    }
+    use bulkhead::adaptive::AdaptiveLimit;
 
     let adaptive = Arc::new(Bulkhead::new("adaptive_fold", config(4, Duration::ZERO)));
     adaptive.set_adaptive_limit(AdaptiveLimit::new(DownOnFailure)).expect("valid bounds");

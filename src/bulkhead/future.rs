@@ -349,11 +349,11 @@ impl Core {
     /// How long the wait lasted; for a timed-out wait, at least the wait it was allowed
     /// (a custom sleep, or tokio's paused clock, may end it early in real time).
     fn waited(&self, bulkhead: &Bulkhead) -> Duration {
-        let clock = &bulkhead.sem().clock;
         let Some(start) = self.start else { return Duration::ZERO };
+        let clock = &bulkhead.sem().clock;
         let allowed =
             self.deadline.map_or(Duration::ZERO, |deadline| clock.between(start, deadline));
-        clock.since(start).max(allowed)
+        self.waited_so_far(bulkhead).max(allowed)
     }
 
     /// The wait ended with `outcome`, decided under the queue lock.
