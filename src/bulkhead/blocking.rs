@@ -36,10 +36,6 @@ impl Bulkhead {
             }
             Enqueued::Closed => return Err(self.refuse(sem.load())),
             Enqueued::ExceedsLimit => return Err(self.refuse_many(sem.load(), permits)),
-            Enqueued::Evicted => {
-                let waited = clock.since(start);
-                return Err(self.reject(sem.load(), RejectReason::Evicted, waited));
-            }
         };
         let outcome = self.park_on(key, deadline);
         match outcome {

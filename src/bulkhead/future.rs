@@ -315,12 +315,6 @@ impl Core {
                 let err = bulkhead.refuse_many(sem.load(), self.permits());
                 return Some(self.done_with(Err(err)));
             }
-            Enqueued::Evicted => {
-                self.start = start;
-                let waited = self.waited_so_far(bulkhead);
-                let err = bulkhead.reject(sem.load(), RejectReason::Evicted, waited);
-                return Some(self.done_with(Err(err)));
-            }
         };
         self.key = Some(key);
         self.start = start;

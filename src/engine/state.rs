@@ -896,9 +896,6 @@ pub(crate) enum Enqueued {
     Queued(WaitKey),
     /// The caller asked for more permits than the limit; it was not queued.
     ExceedsLimit,
-    /// Queued, then refused at once by the drain that followed (adaptive LIFO aging it, which
-    /// needs a target below the clock's resolution): no permit.
-    Evicted,
     /// The queue is at its cap; the caller was not queued.
     TooManyWaiting,
     /// The semaphore is closed; the caller was not queued.
@@ -1337,7 +1334,8 @@ impl Semaphore {
             None => Enqueued::Queued(key),
             Some(Outcome::Granted) => Enqueued::Acquired,
             Some(Outcome::ExceedsLimit) => Enqueued::ExceedsLimit,
-            Some(Outcome::Evicted) => Enqueued::Evicted,
+            // Not `Evicted`: a waiter queued at `now` is never past the target (which is
+            // above zero) at `now`, and a full queue evicts before, not after, queuing.
             Some(other) => unreachable!("a drain does not end a new wait with {other:?}"),
         }
     }
