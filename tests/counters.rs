@@ -213,3 +213,43 @@ fn counters_count_closed_refusals_and_listeners_hear_close() {
         assert_eq!(refusals.count(), 3, "{heard:?}");
     });
 }
+
+/// The counters count inline only while nothing else observes (issue 21): a listener or a
+/// limit controller that comes later sends every path back to the full observers, and the
+/// counts stay exact across the switch, for `Full` and `Closed` refusals alike.
+#[test]
+fn counters_stay_exact_when_a_listener_joins_and_listeners_hear_every_later_call() {
+    let bulkhead = Bulkhead::new("c-alone", limit(1));
+    bulkhead.enable_counters();
+    let rounds = |n: u64| {
+        for _ in 0..n {
+            let held = bulkhead.try_acquire().unwrap();
+            assert_eq!(bulkhead.try_acquire().unwrap_err().reason(), RejectReason::Full);
+            drop(held);
+        }
+    };
+    rounds(3); // counted alone, inline
+    let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = Arc::clone(&heard);
+    bulkhead.on_event(move |event| sink.lock().unwrap().push(event.kind()));
+    rounds(2); // counted by the full path, and told
+    let m = bulkhead.metrics();
+    assert_eq!((m.calls_permitted(), m.calls_finished()), (5, 5));
+    assert_eq!(m.calls_rejected(RejectReason::Full), 5);
+    let heard = heard.lock().unwrap().clone();
+    let rejected =
+        heard.iter().filter(|k| matches!(k, BulkheadEventKind::CallRejected(_))).count();
+    let permitted = heard.iter().filter(|k| matches!(k, BulkheadEventKind::CallPermitted)).count();
+    let finished = heard.iter().filter(|k| matches!(k, BulkheadEventKind::CallFinished)).count();
+    assert_eq!((permitted, rejected, finished), (2, 2, 2), "{heard:?}");
+
+    // A closed refusal counted alone lands in `Closed`, not `Full`.
+    let closed = Bulkhead::new("c-alone-closed", limit(1));
+    closed.enable_counters();
+    assert!(closed.try_acquire().is_ok());
+    closed.close();
+    assert_eq!(closed.try_acquire().unwrap_err().reason(), RejectReason::Closed);
+    let m = closed.metrics();
+    assert_eq!(m.calls_rejected(RejectReason::Closed), 1);
+    assert_eq!(m.calls_rejected(RejectReason::Full), 0);
+}

@@ -25,7 +25,7 @@ use crate::bulkhead::request::Request;
 use crate::engine::policy::Criticality;
 use crate::engine::state::MAX_PERMITS;
 use crate::engine::state::{Semaphore, Word};
-use crate::engine::sync::{AtomicU64, AtomicUsize, Instant, Mutex, OnceLock, Ordering};
+use crate::engine::sync::{AtomicBool, AtomicU64, AtomicUsize, Instant, Mutex, OnceLock, Ordering};
 use crate::observe::event::BulkheadEvent;
 use crate::observe::event::BulkheadEventKind;
 use crate::observe::metrics::BulkheadMetrics;
@@ -85,6 +85,10 @@ pub struct Bulkhead {
     /// Call counters and the wait histogram, once [`enable_counters`](Self::enable_counters)
     /// was called.
     counters: OnceLock<Box<Counters>>,
+    /// The counters are enabled and nothing else observes (no listener, no controller): the
+    /// hot paths then count inline, without calling out (issue 21). Recomputed under the
+    /// config lock after each of those changes ([`note_observers`](Self::note_observers)).
+    counted_alone: AtomicBool,
     /// A limit controller, once one was attached (`adaptive::AdaptiveLimit`): it samples
     /// permits as they are granted and learns from them as they end.
     hook: OnceLock<Box<dyn LimitHook>>,
@@ -116,6 +120,7 @@ impl Bulkhead {
             config: Mutex::new(config.clone()),
             listeners: Listeners::new(),
             counters: OnceLock::new(),
+            counted_alone: AtomicBool::new(false),
             hook: OnceLock::new(),
         };
         bulkhead.store_wait_settings(&config);
@@ -259,9 +264,9 @@ impl Bulkhead {
     /// ```
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_>, BulkheadFull> {
-        match self.sem.try_acquire() {
+        match self.sem.try_acquire_with(|word, quiet| self.refuse_from(word, quiet)) {
             Ok(word) => Ok(Permit::new(self, self.permitted(word))),
-            Err(word) => Err(self.refuse(word)),
+            Err(full) => Err(full),
         }
     }
 
@@ -942,7 +947,35 @@ impl Bulkhead {
     /// ```
     pub fn enable_counters(&self) {
         self.counters.get_or_init(|| Box::new(Counters::new()));
+        self.note_observers();
         self.sem.set_observed();
+    }
+
+    /// Recomputes [`counted_alone`](Self::counted_alone) after the counters, a listener or a
+    /// controller came. Under the config lock, so that of two concurrent changes the one
+    /// that locks second sees both (each made its change before locking).
+    fn note_observers(&self) {
+        let _serial = self.config.lock();
+        let alone =
+            self.counters.get().is_some() && self.listeners.is_empty() && self.hook.get().is_none();
+        // Ordering: Release — pairs with the Acquire load in `counters_alone`, so a reader
+        // that sees `true` also sees the counters it will bump. A reader that sees a stale
+        // `true` just after a listener came misses that listener's events for calls
+        // concurrent with its registration, which `on_event` allows.
+        self.counted_alone.store(alone, Ordering::Release);
+    }
+
+    /// This thread's inline counter cells, when the counters are enabled and nothing else
+    /// observes: the hot paths bump them inline. `None` sends them to the out-of-line
+    /// observers (listeners, a controller, this thread's first count, `tracing`).
+    #[inline(always)]
+    fn counters_alone(&self) -> Option<&Cells> {
+        // Ordering: Acquire — pairs with the Release store in `note_observers` (see there).
+        if self.counted_alone.load(Ordering::Acquire) {
+            self.counters.get()?.inline_cells()
+        } else {
+            None
+        }
     }
 
     /// The counters, if enabled: for the metrics exporter.
@@ -1003,6 +1036,7 @@ impl Bulkhead {
     ) -> crate::ListenerHandle {
         let active = StdArc::new(crate::engine::sync::AtomicBool::new(true));
         self.listeners.push(Box::new(listener), StdArc::clone(&active));
+        self.note_observers();
         self.sem.set_observed();
         crate::ListenerHandle { active }
     }
@@ -1015,6 +1049,7 @@ impl Bulkhead {
         active: StdArc<crate::engine::sync::AtomicBool>,
     ) {
         self.listeners.push(listener, active);
+        self.note_observers();
         self.sem.set_observed();
     }
 
@@ -1023,11 +1058,22 @@ impl Bulkhead {
     #[inline]
     pub(crate) fn permitted(&self, word: Word) -> Mark {
         if word.is_observed() {
-            self.observe_permitted();
-            self.start_mark()
+            if let Some(cells) = self.counters_alone() {
+                bump_own(&cells.permitted);
+                return Mark::OBSERVED;
+            }
+            self.observed_permitted()
         } else {
             Mark::NONE
         }
+    }
+
+    /// [`permitted`](Self::permitted) while anyone observes: out of line, so that the
+    /// unobserved acquire stays small; not cold, since counting is its common case.
+    #[inline(never)]
+    fn observed_permitted(&self) -> Mark {
+        self.observe_permitted();
+        self.start_mark()
     }
 
     /// Bookkeeping for a permit granted on the slow path, after a wait that started at
@@ -1075,12 +1121,30 @@ impl Bulkhead {
         full
     }
 
+    /// [`refuse`](Self::refuse), told by the engine whether the word is a quiet refusal (no
+    /// permit free, nobody observing): then only `tracing` may want to hear of it.
+    #[inline(always)]
+    pub(crate) fn refuse_from(&self, word: Word, quiet: bool) -> BulkheadFull {
+        if !quiet {
+            return self.refuse(word);
+        }
+        if crate::observe::trace::interested() {
+            self.observe_refused(word);
+        }
+        BulkheadFull::refused(self.name, word.limit(), word.is_closed())
+    }
+
     /// The refusal of a caller that found no free permit and may not wait: `Closed` if the
     /// word says so, `Full` otherwise. Decoded from the word the caller already read.
     #[inline(always)]
     pub(crate) fn refuse(&self, word: Word) -> BulkheadFull {
         if word.is_observed() || crate::observe::trace::interested() {
-            self.observe_refused(word);
+            match self.counters_alone() {
+                Some(cells) if !crate::observe::trace::interested() => {
+                    bump_own(&cells.rejected[RejectReason::refused_index(word.is_closed())]);
+                }
+                _ => self.observe_refused(word),
+            }
         }
         BulkheadFull::refused(self.name, word.limit(), word.is_closed())
     }
@@ -1103,16 +1167,25 @@ impl Bulkhead {
     #[inline]
     pub(crate) fn release_permits(&self, permits: u32, mark: Mark) {
         if mark.is_set() {
-            if mark.is_sampled() {
-                return self.release_sampled(permits, mark);
-            }
-            // A mark set only by an outcome (an unobserved bulkhead's `fail()`) tells no one.
-            if self.sem.release_many(permits).is_observed() && mark.is_observed() {
-                self.observe_finished();
-            }
-            return;
+            return self.release_marked(permits, mark);
         }
         self.sem.release_many(permits);
+    }
+
+    /// The release of a marked permit: out of line, so that the unmarked release inlines
+    /// to its `fetch_add` and one test; not cold, since counting is its common case.
+    #[inline(never)]
+    fn release_marked(&self, permits: u32, mark: Mark) {
+        if mark.is_sampled() {
+            return self.release_sampled(permits, mark);
+        }
+        // A mark set only by an outcome (an unobserved bulkhead's `fail()`) tells no one.
+        if self.sem.release_many(permits).is_observed() && mark.is_observed() {
+            match self.counters_alone() {
+                Some(cells) => bump_own(&cells.finished),
+                None => self.observe_finished(),
+            }
+        }
     }
 
     /// Releases a marked permit: the controller learns from a sampled one *before* the slot
@@ -1136,6 +1209,7 @@ impl Bulkhead {
             return false;
         }
         // Published by the `OnceLock` (Release/Acquire); the flag sends later grants to it.
+        self.note_observers();
         self.sem.set_observed();
         true
     }
@@ -1280,6 +1354,11 @@ impl Bulkhead {
     #[cold]
     #[inline(never)]
     fn observe_refused(&self, word: Word) {
+        if let Some(cells) = self.counters_alone() {
+            if !crate::observe::trace::interested() {
+                return bump_own(&cells.rejected[RejectReason::refused_index(word.is_closed())]);
+            }
+        }
         let reason = if word.is_closed() { RejectReason::Closed } else { RejectReason::Full };
         self.observe_rejected(reason);
     }

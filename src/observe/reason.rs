@@ -62,6 +62,13 @@ impl RejectReason {
         self as usize
     }
 
+    /// The index of a fast path's refusal: `Closed` if `closed`, else `Full`, without a branch.
+    #[inline]
+    pub(crate) const fn refused_index(closed: bool) -> usize {
+        closed as usize * RejectReason::Closed.index()
+            + !closed as usize * RejectReason::Full.index()
+    }
+
     /// A stable, lower-case, machine-friendly name: the `reason` label of the exported
     /// rejection counter and the `reason` field of `tracing` events.
     ///
