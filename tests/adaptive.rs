@@ -402,3 +402,35 @@ fn a_full_batch_folds_without_a_reader_and_a_reader_folds_the_rest() {
     assert_eq!(bank.adaptive_limit().unwrap().metrics().samples(), 33);
     assert_eq!(outcomes(&recorder).len(), 2);
 }
+
+/// A controller alone decides its samples inline (issue 21); with counters or a listener
+/// beside it, the full path decides. Either way one call in `k` is sampled, and the counts
+/// and events of every call stay whole. Run on a fresh thread: the sampling countdown is
+/// per thread.
+#[test]
+fn one_call_in_k_is_sampled_with_the_controller_alone_and_with_company() {
+    std::thread::spawn(|| {
+        let bank = Bulkhead::new("sampled-bank", BulkheadConfig::for_pool(20));
+        let limit = AdaptiveLimit::new(Aimd::default()).sample_one_in(4).fold_window(Duration::ZERO);
+        bank.set_adaptive_limit(limit).unwrap();
+        for _ in 0..8 {
+            drop(bank.try_acquire().unwrap());
+        }
+        assert_eq!(bank.adaptive_limit().unwrap().metrics().samples(), 2, "alone: 2 of 8");
+        bank.enable_counters();
+        let heard = Arc::new(AtomicUsize::new(0));
+        let sink = Arc::clone(&heard);
+        bank.on_event(move |_| {
+            sink.fetch_add(1, Ordering::Relaxed);
+        });
+        for _ in 0..8 {
+            drop(bank.try_acquire().unwrap());
+        }
+        assert_eq!(bank.adaptive_limit().unwrap().metrics().samples(), 4, "with company: 2 more");
+        let m = bank.metrics();
+        assert_eq!((m.calls_permitted(), m.calls_finished()), (8, 8));
+        assert_eq!(heard.load(Ordering::Relaxed), 16, "a CallPermitted and a CallFinished each");
+    })
+    .join()
+    .unwrap();
+}

@@ -237,8 +237,7 @@ fn counters_stay_exact_when_a_listener_joins_and_listeners_hear_every_later_call
     assert_eq!((m.calls_permitted(), m.calls_finished()), (5, 5));
     assert_eq!(m.calls_rejected(RejectReason::Full), 5);
     let heard = heard.lock().unwrap().clone();
-    let rejected =
-        heard.iter().filter(|k| matches!(k, BulkheadEventKind::CallRejected(_))).count();
+    let rejected = heard.iter().filter(|k| matches!(k, BulkheadEventKind::CallRejected(_))).count();
     let permitted = heard.iter().filter(|k| matches!(k, BulkheadEventKind::CallPermitted)).count();
     let finished = heard.iter().filter(|k| matches!(k, BulkheadEventKind::CallFinished)).count();
     assert_eq!((permitted, rejected, finished), (2, 2, 2), "{heard:?}");

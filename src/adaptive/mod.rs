@@ -612,12 +612,12 @@ impl Controller {
 
 impl LimitHook for Controller {
     #[inline]
-    fn started(&self, bulkhead: &Bulkhead) -> Mark {
-        if self.sample_one_in == 1 || sampled(self.sample_one_in) {
-            Mark::sampled(self.clock.raw(), bulkhead.sem().load().in_flight())
-        } else {
-            Mark::OBSERVED
-        }
+    fn started_sampled(&self, bulkhead: &Bulkhead) -> Mark {
+        Mark::sampled(self.clock.raw(), bulkhead.sem().load().in_flight())
+    }
+
+    fn sample_one_in(&self) -> u32 {
+        self.sample_one_in
     }
 
     /// Pushes the sample into this thread's ring and folds if it asks for one (see
@@ -822,25 +822,6 @@ impl fmt::Debug for AdaptiveControl<'_> {
             .field("max_limit", &state.max)
             .finish()
     }
-}
-
-/// Whether this call is one of the 1 in `k` that this thread samples: a countdown in a
-/// thread-local cell (no shared write, no division).
-#[inline]
-fn sampled(k: u32) -> bool {
-    thread_local! {
-        static COUNTDOWN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-    }
-    COUNTDOWN.with(|countdown| match countdown.get() {
-        0 => {
-            countdown.set(k - 1);
-            true
-        }
-        n => {
-            countdown.set(n - 1);
-            false
-        }
-    })
 }
 
 /// A limit change: the bulkhead, the old and new limits, and the algorithm's estimates

@@ -17,7 +17,7 @@ use std::sync::Arc as StdArc;
 use crate::bulkhead::config::BulkheadConfig;
 use crate::bulkhead::error::BulkheadFull;
 use crate::bulkhead::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
-use crate::bulkhead::hook::LimitHook;
+use crate::bulkhead::hook::{sample_due, LimitHook};
 use crate::bulkhead::permit::Mark;
 use crate::bulkhead::permit::OwnedPermit;
 use crate::bulkhead::permit::Permit;
@@ -25,7 +25,7 @@ use crate::bulkhead::request::Request;
 use crate::engine::policy::Criticality;
 use crate::engine::state::MAX_PERMITS;
 use crate::engine::state::{Semaphore, Word};
-use crate::engine::sync::{AtomicBool, AtomicU64, AtomicUsize, Instant, Mutex, OnceLock, Ordering};
+use crate::engine::sync::{AtomicU64, AtomicUsize, Instant, Mutex, OnceLock, Ordering};
 use crate::observe::event::BulkheadEvent;
 use crate::observe::event::BulkheadEventKind;
 use crate::observe::metrics::BulkheadMetrics;
@@ -85,14 +85,21 @@ pub struct Bulkhead {
     /// Call counters and the wait histogram, once [`enable_counters`](Self::enable_counters)
     /// was called.
     counters: OnceLock<Box<Counters>>,
-    /// The counters are enabled and nothing else observes (no listener, no controller): the
-    /// hot paths then count inline, without calling out (issue 21). Recomputed under the
-    /// config lock after each of those changes ([`note_observers`](Self::note_observers)).
-    counted_alone: AtomicBool,
+    /// Who observes, when one observer alone lets the hot paths skip the out-of-line calls
+    /// (issue 21): [`FAST_COUNTERS`] (the counters, nothing else: counted inline),
+    /// `k + 1` for a limit controller alone that samples one call in `k` (an unsampled
+    /// grant is decided inline and marked nothing), [`FAST_NONE`] otherwise. Recomputed
+    /// under the config lock after each change ([`note_observers`](Self::note_observers)).
+    fast: AtomicUsize,
     /// A limit controller, once one was attached (`adaptive::AdaptiveLimit`): it samples
     /// permits as they are granted and learns from them as they end.
     hook: OnceLock<Box<dyn LimitHook>>,
 }
+
+/// [`Bulkhead::fast`]: several observers, or none.
+const FAST_NONE: usize = 0;
+/// [`Bulkhead::fast`]: the counters alone.
+const FAST_COUNTERS: usize = 1;
 
 impl Bulkhead {
     /// Creates a bulkhead named `name` with `config`.
@@ -120,7 +127,7 @@ impl Bulkhead {
             config: Mutex::new(config.clone()),
             listeners: Listeners::new(),
             counters: OnceLock::new(),
-            counted_alone: AtomicBool::new(false),
+            fast: AtomicUsize::new(FAST_NONE),
             hook: OnceLock::new(),
         };
         bulkhead.store_wait_settings(&config);
@@ -951,18 +958,22 @@ impl Bulkhead {
         self.sem.set_observed();
     }
 
-    /// Recomputes [`counted_alone`](Self::counted_alone) after the counters, a listener or a
-    /// controller came. Under the config lock, so that of two concurrent changes the one
-    /// that locks second sees both (each made its change before locking).
+    /// Recomputes [`fast`](Self::fast) after the counters, a listener or a controller
+    /// came. Under the config lock, so that of two concurrent changes the one that locks
+    /// second sees both (each made its change before locking).
     fn note_observers(&self) {
         let _serial = self.config.lock();
-        let alone =
-            self.counters.get().is_some() && self.listeners.is_empty() && self.hook.get().is_none();
-        // Ordering: Release — pairs with the Acquire load in `counters_alone`, so a reader
-        // that sees `true` also sees the counters it will bump. A reader that sees a stale
-        // `true` just after a listener came misses that listener's events for calls
-        // concurrent with its registration, which `on_event` allows.
-        self.counted_alone.store(alone, Ordering::Release);
+        let fast = match (self.counters.get(), self.listeners.is_empty(), self.hook.get()) {
+            (Some(_), true, None) => FAST_COUNTERS,
+            (None, true, Some(hook)) => hook.sample_one_in().max(1) as usize + 1,
+            _ => FAST_NONE,
+        };
+        // Ordering: Release — pairs with the Acquire loads in `counters_alone` and
+        // `permitted`, so a reader that sees a fast mode also sees the counters or the
+        // controller it will use. A reader that sees a stale mode just after a listener came
+        // misses that listener's events for calls concurrent with its registration, which
+        // `on_event` allows.
+        self.fast.store(fast, Ordering::Release);
     }
 
     /// This thread's inline counter cells, when the counters are enabled and nothing else
@@ -971,7 +982,7 @@ impl Bulkhead {
     #[inline(always)]
     fn counters_alone(&self) -> Option<&Cells> {
         // Ordering: Acquire — pairs with the Release store in `note_observers` (see there).
-        if self.counted_alone.load(Ordering::Acquire) {
+        if self.fast.load(Ordering::Acquire) == FAST_COUNTERS {
             self.counters.get()?.inline_cells()
         } else {
             None
@@ -1058,9 +1069,19 @@ impl Bulkhead {
     #[inline]
     pub(crate) fn permitted(&self, word: Word) -> Mark {
         if word.is_observed() {
-            if let Some(cells) = self.counters_alone() {
-                bump_own(&cells.permitted);
-                return Mark::OBSERVED;
+            // Ordering: Acquire — pairs with the Release store in `note_observers`.
+            let fast = self.fast.load(Ordering::Acquire);
+            if fast == FAST_COUNTERS {
+                if let Some(cells) = self.counters.get().and_then(|c| c.inline_cells()) {
+                    bump_own(&cells.permitted);
+                    return Mark::OBSERVED;
+                }
+            } else if fast > FAST_COUNTERS && fast != 2 && !sample_due((fast - 1) as u32) {
+                // A controller alone, and this call is not its sample: nobody to tell now
+                // or at the release.
+                return Mark::NONE;
+            } else if fast > FAST_COUNTERS {
+                return self.hook_sampled();
             }
             self.observed_permitted()
         } else {
@@ -1139,11 +1160,18 @@ impl Bulkhead {
     #[inline(always)]
     pub(crate) fn refuse(&self, word: Word) -> BulkheadFull {
         if word.is_observed() || crate::observe::trace::interested() {
-            match self.counters_alone() {
-                Some(cells) if !crate::observe::trace::interested() => {
-                    bump_own(&cells.rejected[RejectReason::refused_index(word.is_closed())]);
-                }
-                _ => self.observe_refused(word),
+            // Ordering: Acquire — pairs with the Release store in `note_observers`.
+            match self.fast.load(Ordering::Acquire) {
+                _ if crate::observe::trace::interested() => self.observe_refused(word),
+                FAST_COUNTERS => match self.counters.get().and_then(|c| c.inline_cells()) {
+                    Some(cells) => {
+                        bump_own(&cells.rejected[RejectReason::refused_index(word.is_closed())])
+                    }
+                    None => self.observe_refused(word),
+                },
+                // A controller alone learns nothing from a refusal.
+                FAST_NONE => self.observe_refused(word),
+                _ => {}
             }
         }
         BulkheadFull::refused(self.name, word.limit(), word.is_closed())
@@ -1338,6 +1366,15 @@ impl Bulkhead {
     /// observes (no counters, no listener), gets no mark at all: nobody would hear of its
     /// end, so its release is the unobserved one (at 1 in 16 sampled, 15 calls in 16 pay no
     /// observer on release).
+    /// A controller alone observes and this call is its sample (decided by `permitted`).
+    #[inline(never)]
+    fn hook_sampled(&self) -> Mark {
+        match self.hook.get() {
+            Some(hook) => hook.started_sampled(self),
+            None => Mark::OBSERVED,
+        }
+    }
+
     #[cold]
     #[inline(never)]
     fn hook_started(&self, hook: &dyn LimitHook) -> Mark {
