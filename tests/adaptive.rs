@@ -411,7 +411,8 @@ fn a_full_batch_folds_without_a_reader_and_a_reader_folds_the_rest() {
 fn one_call_in_k_is_sampled_with_the_controller_alone_and_with_company() {
     std::thread::spawn(|| {
         let bank = Bulkhead::new("sampled-bank", BulkheadConfig::for_pool(20));
-        let limit = AdaptiveLimit::new(Aimd::default()).sample_one_in(4).fold_window(Duration::ZERO);
+        let limit =
+            AdaptiveLimit::new(Aimd::default()).sample_one_in(4).fold_window(Duration::ZERO);
         bank.set_adaptive_limit(limit).unwrap();
         for _ in 0..8 {
             drop(bank.try_acquire().unwrap());

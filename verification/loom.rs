@@ -268,7 +268,16 @@ fn counters_sum_exact_after_concurrent_calls() {
 #[test]
 fn listener_registered_while_calls_emit_hears_later_calls() {
     run_model("listener_registered_while_calls_emit_hears_later_calls", || {
-        scenarios::listener_registered_while_calls_emit_hears_later_calls(1, 1, 2)
+        scenarios::listener_registered_while_calls_emit_hears_later_calls(1, 1, 2, false)
+    });
+}
+
+/// The counters count alone (inline) until a listener joins, racing one caller's two calls:
+/// the caller's calls after the registration are heard and counted (issue 21).
+#[test]
+fn listener_joining_counters_alone_hears_later_calls() {
+    run_model("listener_joining_counters_alone_hears_later_calls", || {
+        scenarios::listener_registered_while_calls_emit_hears_later_calls(1, 1, 2, true)
     });
 }
 
@@ -276,7 +285,7 @@ fn listener_registered_while_calls_emit_hears_later_calls() {
 #[test]
 fn two_registrars_race_for_the_listener_chain() {
     run_model_at_most("two_registrars_race_for_the_listener_chain", 2, || {
-        scenarios::listener_registered_while_calls_emit_hears_later_calls(2, 1, 1)
+        scenarios::listener_registered_while_calls_emit_hears_later_calls(2, 1, 1, false)
     });
 }
 

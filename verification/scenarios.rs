@@ -881,12 +881,20 @@ pub fn listener_removed_while_calls_emit_hears_nothing_after(emitters: usize, ro
 /// registrar's "done" flag (raised once `on_event` and `enable_counters` returned) must
 /// reach that listener and the counters: every listener hears at least those calls'
 /// events, never more than all events, and no registration is lost.
+///
+/// With `counting_first` the counters are enabled before anyone starts, so the calls count
+/// inline (the counters alone observe: `Bulkhead::fast`, issue 21) until a listener joins:
+/// the switch back to the full path must lose no later event and no count.
 pub fn listener_registered_while_calls_emit_hears_later_calls(
     registrars: usize,
     emitters: usize,
     rounds: usize,
+    counting_first: bool,
 ) {
     let bulkhead = bulkhead("listener_registration", 1, Duration::ZERO, None);
+    if counting_first {
+        bulkhead.enable_counters();
+    }
     let heard: Vec<Arc<AtomicUsize>> =
         (0..registrars).map(|_| Arc::new(AtomicUsize::new(0))).collect();
     let done: Vec<Arc<AtomicBool>> =

@@ -194,7 +194,9 @@ scenarios! {
     counters_sum_exact_after_concurrent_calls =>
         crate::scenarios::counters_sum_exact_after_concurrent_calls(3, 1);
     listener_registered_while_calls_emit_hears_later_calls =>
-        crate::scenarios::listener_registered_while_calls_emit_hears_later_calls(1, 1, 2);
+        crate::scenarios::listener_registered_while_calls_emit_hears_later_calls(1, 1, 2, false);
+    listener_joining_counters_alone_hears_later_calls =>
+        crate::scenarios::listener_registered_while_calls_emit_hears_later_calls(1, 1, 2, true);
     close_racing_sync_newcomer_refuses_it => crate::scenarios::close_racing_newcomer_refuses_it(false);
     close_racing_async_newcomer_refuses_it => crate::scenarios::close_racing_newcomer_refuses_it(true);
     adaptive_limit_changes_reach_engine_in_order =>
@@ -229,7 +231,9 @@ scenarios! {
     counters_exact_six_threads_four_rounds =>
         crate::scenarios::counters_sum_exact_after_concurrent_calls(6, 4);
     three_registrars_race_three_callers =>
-        crate::scenarios::listener_registered_while_calls_emit_hears_later_calls(3, 3, 3);
+        crate::scenarios::listener_registered_while_calls_emit_hears_later_calls(3, 3, 3, false);
+    three_listeners_join_counters_alone_racing_three_callers =>
+        crate::scenarios::listener_registered_while_calls_emit_hears_later_calls(3, 3, 3, true);
     listener_removed_while_three_callers_emit =>
         crate::scenarios::listener_removed_while_calls_emit_hears_nothing_after(3, 3);
     keyed_five_callers_through_a_total_of_two => crate::scenarios::keyed_refusal_holds_no_slot(5, 2);
