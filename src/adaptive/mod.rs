@@ -612,8 +612,8 @@ impl Controller {
 
 impl LimitHook for Controller {
     #[inline]
-    fn started_sampled(&self, bulkhead: &Bulkhead) -> Mark {
-        Mark::sampled(self.clock.raw(), bulkhead.sem().load().in_flight())
+    fn started_sampled(&self, in_flight: usize) -> Mark {
+        Mark::sampled(self.clock.raw(), in_flight)
     }
 
     fn sample_one_in(&self) -> u32 {

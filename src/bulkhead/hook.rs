@@ -20,14 +20,15 @@ pub(crate) trait LimitHook: Any + Send + Sync {
     fn started(&self, bulkhead: &Bulkhead) -> Mark {
         let k = self.sample_one_in();
         if k <= 1 || sample_due(k) {
-            self.started_sampled(bulkhead)
+            self.started_sampled(bulkhead.sem().load().in_flight())
         } else {
             Mark::OBSERVED
         }
     }
 
-    /// A permit of `bulkhead` was just granted and is to be sampled: its sampled mark.
-    fn started_sampled(&self, bulkhead: &Bulkhead) -> Mark;
+    /// A permit was just granted and is to be sampled, with `in_flight` calls in flight
+    /// (itself included): its sampled mark.
+    fn started_sampled(&self, in_flight: usize) -> Mark;
 
     /// The controller samples one grant in this many (at least 1).
     fn sample_one_in(&self) -> u32;

@@ -1074,7 +1074,7 @@ impl Bulkhead {
             if fast == FAST_COUNTERS {
                 if let Some(cells) = self.counters.get().and_then(|c| c.inline_cells()) {
                     bump_own(&cells.permitted);
-                    return Mark::OBSERVED;
+                    return Mark::COUNTED;
                 }
             } else if fast > FAST_COUNTERS && fast != 2 && !sample_due((fast - 1) as u32) {
                 // A controller alone, and this call is not its sample: nobody to tell now
@@ -1204,6 +1204,15 @@ impl Bulkhead {
     /// to its `fetch_add` and one test; not cold, since counting is its common case.
     #[inline(never)]
     fn release_marked(&self, permits: u32, mark: Mark) {
+        if mark.is_counted() {
+            self.sem.release_many(permits);
+            // Granted while the counters alone observed: counted inline again. A listener
+            // that came since does not hear this call's end (it did not hear its start).
+            return match self.counters.get().and_then(|c| c.inline_cells()) {
+                Some(cells) => bump_own(&cells.finished),
+                None => self.count(|cells| &cells.finished),
+            };
+        }
         if mark.is_sampled() {
             return self.release_sampled(permits, mark);
         }
@@ -1221,14 +1230,20 @@ impl Bulkhead {
     /// instead of being handed to a queued caller under the old limit. (Released first,
     /// every completion of a slow phase re-admitted a waiter before the limit dropped:
     /// adapting took a whole extra latency; see benches/results/adaptive.md.)
-    #[cold]
-    #[inline(never)]
+    ///
+    /// Inlined into [`release_marked`](Self::release_marked): a controller alone (the common
+    /// case) then costs one call to it and the release (issue 21).
+    #[inline(always)]
     fn release_sampled(&self, permits: u32, mark: Mark) {
         if let Some(hook) = self.hook.get() {
             hook.finished(self, mark);
         }
         self.sem.release_many(permits);
-        self.observe_finished();
+        // Ordering: Acquire — pairs with the Release store in `note_observers`. A
+        // controller alone has no counters or listeners to tell.
+        if self.fast.load(Ordering::Acquire) == FAST_NONE {
+            self.observe_finished();
+        }
     }
 
     /// Attaches `hook`, once: later permits are sampled by it. `false` if one is attached.
@@ -1370,7 +1385,8 @@ impl Bulkhead {
     #[inline(never)]
     fn hook_sampled(&self) -> Mark {
         match self.hook.get() {
-            Some(hook) => hook.started_sampled(self),
+            // In flight now, this grant included (callers pass the word before or after it).
+            Some(hook) => hook.started_sampled(self.sem.load().in_flight()),
             None => Mark::OBSERVED,
         }
     }

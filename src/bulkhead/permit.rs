@@ -122,6 +122,9 @@ const OUTCOME: u64 = 0b111;
 const UNMARKED_CANCELLED: u64 = 1 << 3;
 const SAMPLED: u64 = 1 << 4;
 const OBSERVED: u64 = 1 << 5;
+/// In a mark that is not sampled: granted while the counters alone observed, so the release
+/// counts inline (bits from `IN_FLIGHT_SHIFT` on are free in such a mark).
+const COUNTED: u64 = 1 << 6;
 const IN_FLIGHT_SHIFT: u32 = 6;
 const IN_FLIGHT_MAX: u64 = (1 << 14) - 1;
 const START_SHIFT: u32 = 20;
@@ -133,6 +136,9 @@ impl Mark {
 
     /// A permit granted while the bulkhead was observed, not sampled.
     pub(crate) const OBSERVED: Mark = Mark(OBSERVED);
+
+    /// A permit granted while the counters alone observed (counted inline, issue 21).
+    pub(crate) const COUNTED: Mark = Mark(OBSERVED | COUNTED);
 
     /// A sampled permit (observed, then) that started at `start_ticks` (of the controller's
     /// clock) with `in_flight` calls in flight.
@@ -154,6 +160,12 @@ impl Mark {
 
     pub(crate) fn is_observed(self) -> bool {
         self.0 & OBSERVED != 0
+    }
+
+    /// Granted while the counters alone observed, and not sampled.
+    #[inline]
+    pub(crate) fn is_counted(self) -> bool {
+        self.0 & (SAMPLED | COUNTED) == COUNTED
     }
 
     /// Calls in flight when the permit was granted, itself included (saturating).
