@@ -1071,17 +1071,19 @@ impl Bulkhead {
         if word.is_observed() {
             // Ordering: Acquire — pairs with the Release store in `note_observers`.
             let fast = self.fast.load(Ordering::Acquire);
+            if fast > FAST_COUNTERS {
+                // A controller alone (sampling 1 in `fast - 1`): a call that is not its sample
+                // has nobody to tell, now or at the release.
+                if fast > 2 && !sample_due((fast - 1) as u32) {
+                    return Mark::NONE;
+                }
+                return self.hook_sampled();
+            }
             if fast == FAST_COUNTERS {
                 if let Some(cells) = self.counters.get().and_then(|c| c.inline_cells()) {
                     bump_own(&cells.permitted);
                     return Mark::COUNTED;
                 }
-            } else if fast > FAST_COUNTERS && fast != 2 && !sample_due((fast - 1) as u32) {
-                // A controller alone, and this call is not its sample: nobody to tell now
-                // or at the release.
-                return Mark::NONE;
-            } else if fast > FAST_COUNTERS {
-                return self.hook_sampled();
             }
             self.observed_permitted()
         } else {
