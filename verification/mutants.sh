@@ -114,6 +114,8 @@ MUTANTS=(
     counter_slots_shared
     listener_lost_in_registration_race
     on_event_leaves_flag_clear
+    on_event_keeps_fast_mode
+    counted_release_skips_count
     removed_listener_still_called
     keyed_total_refusal_keeps_key_slot
     keyed_sync_takes_total_before_key
@@ -184,6 +186,8 @@ describe() {
     counter_slots_shared) echo "every thread gets counter slot 0 (single-writer cells shared: lost updates)" ;;
     listener_lost_in_registration_race) echo "a registration that loses the race for a chain link is dropped" ;;
     on_event_leaves_flag_clear) echo "on_event does not raise OBSERVED (a lone listener hears nothing)" ;;
+    on_event_keeps_fast_mode) echo "issue 21: on_event does not recompute the fast mode (the counters keep counting alone, inline; the listener hears nothing)" ;;
+    counted_release_skips_count) echo "issue 21: the release of a permit counted alone does not count it finished" ;;
     removed_listener_still_called) echo "emit ignores a listener's removal" ;;
     keyed_total_refusal_keeps_key_slot) echo "keyed: a total refusal leaks the key slot already taken" ;;
     keyed_listener_read_before_shard_lock) echo "keyed (issue 19): a new key reads the keyed-level listeners before its shard's lock (a concurrent on_event reaches neither)" ;;
@@ -320,8 +324,24 @@ apply() {
     release_relaxed)
         mutate src/engine/state.rs 'fetch_add(permits(n), Ordering::Release)' 'fetch_add(permits(n), Ordering::Relaxed)' ;;
     acquire_cas_relaxed)
-        mutate src/engine/state.rs '                word.0.wrapping_sub(ONE_PERMIT),
-                Ordering::Acquire,' '                word.0.wrapping_sub(ONE_PERMIT),
+        # Both copies of the one-permit CAS: `try_acquire` and `try_acquire_with` (issue 21).
+        mutate src/engine/state.rs '            // keeps in-flight calls within the limit.
+            match self.state.compare_exchange_weak(
+                word.0,
+                word.0.wrapping_sub(ONE_PERMIT),
+                Ordering::Acquire,' '            // keeps in-flight calls within the limit.
+            match self.state.compare_exchange_weak(
+                word.0,
+                word.0.wrapping_sub(ONE_PERMIT),
+                Ordering::Relaxed,' &&
+            mutate src/engine/state.rs '            // Release `fetch_add`; Relaxed on failure feeds only the retry).
+            match self.state.compare_exchange_weak(
+                word.0,
+                word.0.wrapping_sub(ONE_PERMIT),
+                Ordering::Acquire,' '            // Release `fetch_add`; Relaxed on failure feeds only the retry).
+            match self.state.compare_exchange_weak(
+                word.0,
+                word.0.wrapping_sub(ONE_PERMIT),
                 Ordering::Relaxed,' ;;
     drain_cas_relaxed)
         mutate src/engine/state.rs '                    word.0.wrapping_sub(permits(need)),
@@ -335,7 +355,16 @@ apply() {
         mutate src/observe/mod.rs 'Err(back) => node = back,' 'Err(_) => return,' ;;
     on_event_leaves_flag_clear)
         mutate src/bulkhead/mod.rs '        self.listeners.push(Box::new(listener), StdArc::clone(&active));
-        self.sem.set_observed();' '        self.listeners.push(Box::new(listener), StdArc::clone(&active));' ;;
+        self.note_observers();
+        self.sem.set_observed();' '        self.listeners.push(Box::new(listener), StdArc::clone(&active));
+        self.note_observers();' ;;
+    on_event_keeps_fast_mode)
+        mutate src/bulkhead/mod.rs '        self.listeners.push(Box::new(listener), StdArc::clone(&active));
+        self.note_observers();' '        self.listeners.push(Box::new(listener), StdArc::clone(&active));' ;;
+    counted_release_skips_count)
+        mutate src/bulkhead/mod.rs '                Some(cells) => bump_own(&cells.finished),
+                None => self.count(|cells| &cells.finished),' '                Some(_) => {}
+                None => self.count(|cells| &cells.finished),' ;;
     removed_listener_still_called)
         mutate src/observe/mod.rs 'if node.active.load(Ordering::Relaxed) {' 'if node.active.load(Ordering::Relaxed) || true {' ;;
     keyed_total_refusal_keeps_key_slot)

@@ -1089,10 +1089,8 @@ impl Semaphore {
             if !word.admits_newcomer() {
                 return Err(refused(word, false));
             }
-            // Ordering: Acquire on success — pairs with the Release `fetch_add` in `release_many`,
-            // so the previous holder's work happens-before ours. Relaxed on failure: the
-            // value only feeds the retry. The word's atomicity, not the ordering, is what
-            // keeps in-flight calls within the limit.
+            // Ordering: as in `try_acquire` (Acquire on success pairs with the releases'
+            // Release `fetch_add`; Relaxed on failure feeds only the retry).
             match self.state.compare_exchange_weak(
                 word.0,
                 word.0.wrapping_sub(ONE_PERMIT),
