@@ -968,25 +968,12 @@ impl Bulkhead {
             (None, true, Some(hook)) => hook.sample_one_in().max(1) as usize + 1,
             _ => FAST_NONE,
         };
-        // Ordering: Release — pairs with the Acquire loads in `counters_alone` and
-        // `permitted`, so a reader that sees a fast mode also sees the counters or the
+        // Ordering: Release — pairs with the Acquire loads in `permitted`, `refuse` and
+        // `release_sampled`, so a reader that sees a fast mode also sees the counters or the
         // controller it will use. A reader that sees a stale mode just after a listener came
         // misses that listener's events for calls concurrent with its registration, which
         // `on_event` allows.
         self.fast.store(fast, Ordering::Release);
-    }
-
-    /// This thread's inline counter cells, when the counters are enabled and nothing else
-    /// observes: the hot paths bump them inline. `None` sends them to the out-of-line
-    /// observers (listeners, a controller, this thread's first count, `tracing`).
-    #[inline(always)]
-    fn counters_alone(&self) -> Option<&Cells> {
-        // Ordering: Acquire — pairs with the Release store in `note_observers` (see there).
-        if self.fast.load(Ordering::Acquire) == FAST_COUNTERS {
-            self.counters.get()?.inline_cells()
-        } else {
-            None
-        }
     }
 
     /// The counters, if enabled: for the metrics exporter.
@@ -1223,10 +1210,8 @@ impl Bulkhead {
         }
         // A mark set only by an outcome (an unobserved bulkhead's `fail()`) tells no one.
         if self.sem.release_many(permits).is_observed() && mark.is_observed() {
-            match self.counters_alone() {
-                Some(cells) => bump_own(&cells.finished),
-                None => self.observe_finished(),
-            }
+            // Granted while others observed too (a counted-alone grant is `is_counted`).
+            self.observe_finished();
         }
     }
 
@@ -1358,8 +1343,8 @@ impl Bulkhead {
     // thread-local read, a bounds check, an increment and the listener check (18).
     // Everything else (taking a slot, a bucket, listeners, tracing) is in cold functions.
 
-    #[cold]
-    #[inline(never)]
+    /// Inlined into its out-of-line callers (`observed_permitted`, `observe_permitted_after`).
+    #[inline]
     fn observe_permitted(&self) {
         if let Some(counters) = self.counters.get() {
             match counters.inline_cells() {
@@ -1412,11 +1397,6 @@ impl Bulkhead {
     #[cold]
     #[inline(never)]
     fn observe_refused(&self, word: Word) {
-        if let Some(cells) = self.counters_alone() {
-            if !crate::observe::trace::interested() {
-                return bump_own(&cells.rejected[RejectReason::refused_index(word.is_closed())]);
-            }
-        }
         let reason = if word.is_closed() { RejectReason::Closed } else { RejectReason::Full };
         self.observe_rejected(reason);
     }
