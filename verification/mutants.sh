@@ -236,7 +236,7 @@ apply() {
     waiters_flag_cleared_with_waiter_left)
         mutate src/engine/state.rs 'if queue.live == 0 && !self.load().is_closed() {' 'if queue.live <= 1 && !self.load().is_closed() {' ;;
     enqueue_skips_drain_after_flag)
-        mutate src/engine/state.rs '        if prev.available() <= 0 && !queue.order.is_adaptive() {' '        if true {' ;;
+        mutate src/engine/state.rs '        } else if prev.available() <= 0 {' '        } else if true {' ;;
     dropped_async_forgets_grant)
         mutate src/bulkhead/future.rs '            bulkhead.sem().release_many(permits);
 ' '' ;;
@@ -448,7 +448,7 @@ apply() {
     queue_ignores_headroom)
         mutate src/engine/state.rs '        let headroom = if class == Criticality::Sheddable { self.headroom } else { 0 };' '        let headroom = if class == Criticality::Sheddable { 0 } else { 0 };' ;;
     classes_served_lowest_first)
-        mutate src/engine/state.rs '        let list = &self.lists[self.occupied.trailing_zeros() as usize];' '        let list = &self.lists[7 - self.occupied.leading_zeros() as usize];' ;;
+        mutate src/engine/state.rs '        self.occupied.trailing_zeros() as usize' '        7 - self.occupied.leading_zeros() as usize' ;;
     owed_drain_wakes_under_lock)
         mutate src/engine/state.rs '        if owed {
             self.drain_and_wake(queue, &mut WakeList::default());

@@ -492,6 +492,10 @@ struct Queue {
     /// Whether the newest of a class is served first now (LIFO, or adaptive LIFO standing):
     /// kept up to date by `set_order` and `set_standing`.
     newest: bool,
+    /// Whether the order is adaptive LIFO (`order.is_adaptive()`, kept by `set_order`): the
+    /// one order that reads the clock when a waiter queues or a drain runs. A flag, so the
+    /// other orders test one byte on the waiting path instead of decoding `order`.
+    adaptive: bool,
 }
 
 impl Queue {
@@ -515,6 +519,7 @@ impl Queue {
             headroom: 0,
             occupied: 0,
             newest: false,
+            adaptive: false,
         }
     }
 
@@ -536,6 +541,7 @@ impl Queue {
     /// Sets the order (and leaves any standing state).
     fn set_order(&mut self, order: QueueOrder) {
         self.order = order;
+        self.adaptive = order.is_adaptive();
         self.set_standing(false);
         self.above_since = None;
     }
@@ -557,7 +563,20 @@ impl Queue {
         if self.occupied == 0 {
             return NIL;
         }
-        let list = &self.lists[self.occupied.trailing_zeros() as usize];
+        self.next_in(self.first_list())
+    }
+
+    /// The list of the highest class with anyone queued. Some waiter must be queued.
+    #[inline]
+    fn first_list(&self) -> usize {
+        debug_assert!(self.occupied != 0);
+        self.occupied.trailing_zeros() as usize
+    }
+
+    /// The waiter of `list` served first (oldest or newest, by the order).
+    #[inline]
+    fn next_in(&self, list: usize) -> u32 {
+        let list = &self.lists[list];
         if self.newest_first() {
             list.tail
         } else {
@@ -614,8 +633,11 @@ impl Queue {
 
     /// Takes a slot (from the free list, or a new one) in `state`, linked at the back of
     /// its class's waiter list (`Queued`) or of the drain waiters (`DrainWait`).
-    /// `deadline` (queued waiters only) is one the timer keeps; `since` is when it queued
-    /// (adaptive LIFO only).
+    /// `deadline` (queued waiters only) is one the timer keeps. A reused slot keeps the
+    /// `since` of its last waiter: only adaptive LIFO reads it, and under adaptive LIFO
+    /// `enqueue` sets it for every waiter it queues (and `set_policy` for every slot when
+    /// the order becomes adaptive).
+    #[inline(always)]
     fn alloc(
         &mut self,
         state: SlotState,
@@ -623,7 +645,6 @@ impl Queue {
         deadline: Option<Instant>,
         need: u32,
         class: Criticality,
-        since: Option<Instant>,
     ) -> WaitKey {
         let index = if self.free != NIL {
             let index = self.free;
@@ -634,7 +655,6 @@ impl Queue {
             slot.wake = Some(wake);
             slot.need = need;
             slot.class = class;
-            slot.since = since;
             slot.deadline = deadline;
             index
         } else {
@@ -650,7 +670,7 @@ impl Queue {
                 wake: Some(wake),
                 need,
                 class,
-                since,
+                since: None,
                 deadline,
             };
             self.slots.push(slot);
@@ -705,7 +725,13 @@ impl Queue {
 
     /// Takes a waiting slot out of its list (its state still says where it was).
     fn unlink(&mut self, index: u32) {
-        let list = self.list_of(index);
+        self.unlink_from(self.list_of(index), index);
+    }
+
+    /// Takes a waiting slot out of `list`, the list it is in.
+    #[inline]
+    fn unlink_from(&mut self, list: usize, index: u32) {
+        debug_assert_eq!(list, self.list_of(index));
         let (prev, next) = {
             let slot = &self.slots[index as usize];
             (slot.prev, slot.next)
@@ -738,7 +764,13 @@ impl Queue {
     /// Takes the waiting slot `index` out of its list, sets its final `state` and returns
     /// its wake.
     fn end(&mut self, index: u32, state: SlotState) -> Option<Wake> {
-        self.unlink(index);
+        self.end_in(self.list_of(index), index, state)
+    }
+
+    /// [`end`](Self::end) for a slot known to be in `list`.
+    #[inline]
+    fn end_in(&mut self, list: usize, index: u32, state: SlotState) -> Option<Wake> {
+        self.unlink_from(list, index);
         let slot = &mut self.slots[index as usize];
         slot.state = state;
         slot.wake.take()
@@ -1174,7 +1206,7 @@ impl Semaphore {
     /// `wakes` is full, with work left.
     fn drain(&self, queue: &mut Queue, wakes: &mut WakeList) -> bool {
         // Adaptive LIFO ages its waiters on this clock reading; the other orders read none.
-        let now = queue.order.is_adaptive().then(|| self.clock.now());
+        let now = queue.adaptive.then(|| self.clock.now());
         loop {
             if queue.live == 0 {
                 // `close` sets CLOSED under this lock, so this load sees it if it happened.
@@ -1207,7 +1239,8 @@ impl Semaphore {
             }
             // The next waiter's whole request, granted at once or not at all (see the module
             // docs); a sheddable one also leaves the headroom free.
-            let next = queue.next();
+            let list = queue.first_list();
+            let next = queue.next_in(list);
             let (need, class) = {
                 let slot = &queue.slots[next as usize];
                 (slot.need, slot.class)
@@ -1239,7 +1272,7 @@ impl Semaphore {
                     Err(actual) => word = Word(actual),
                 }
             };
-            let wake = queue.end(next, end);
+            let wake = queue.end_in(list, next, end);
             self.list.publish_waiting(queue);
             wakes.push(wake);
         }
@@ -1305,7 +1338,7 @@ impl Semaphore {
         class: Criticality,
     ) -> Enqueued {
         debug_assert!(need >= 1);
-        let mut queue = self.list.queue.lock();
+        let queue = self.list.queue.lock();
         let taken = if queue.newcomer_first(class) {
             self.take_first(need, queue.required(need, class))
         } else {
@@ -1323,22 +1356,55 @@ impl Semaphore {
             }
             Err(_) => {}
         }
-        let mut evicted = None;
         if max_waiting.is_some_and(|max| queue.live >= max) {
-            match queue.make_room(class) {
-                Some(wake) => evicted = wake,
-                None => return unlock_then_drop(queue, wake, Enqueued::TooManyWaiting),
-            }
+            return self.enqueue_full(queue, wake, deadline, need, class);
         }
+        self.push_waiter(queue, wake, deadline, need, class, None)
+    }
+
+    /// [`enqueue`](Self::enqueue) into a full queue: makes room by evicting its last-served
+    /// waiter if the newcomer goes before it (the evicted waiter's wake is called after
+    /// unlocking), or refuses the newcomer. Out of line: the common enqueue finds room.
+    #[cold]
+    #[inline(never)]
+    fn enqueue_full(
+        &self,
+        mut queue: MutexGuard<'_, Queue>,
+        wake: Wake,
+        deadline: Option<Instant>,
+        need: u32,
+        class: Criticality,
+    ) -> Enqueued {
+        match queue.make_room(class) {
+            Some(evicted) => self.push_waiter(queue, wake, deadline, need, class, evicted),
+            None => unlock_then_drop(queue, wake, Enqueued::TooManyWaiting),
+        }
+    }
+
+    /// Under the lock, with room in the queue: queues the waiter, and drains if a permit
+    /// was free when `WAITERS` went up (or the order is adaptive). `evicted` is the wake of
+    /// a waiter evicted to make room, called after unlocking.
+    #[inline(always)]
+    fn push_waiter(
+        &self,
+        mut queue: MutexGuard<'_, Queue>,
+        wake: Wake,
+        deadline: Option<Instant>,
+        need: u32,
+        class: Criticality,
+        evicted: Option<Wake>,
+    ) -> Enqueued {
         // Ordering: Relaxed — the flag publishes nothing by itself: a release that sees it
         // takes the lock we hold, which orders the queue. Being a read-modify-write, it is
         // totally ordered with every release's `fetch_add`: a release either comes before it
         // (its permit is in `available`, which the drain below finds) or sees the flag.
         let prev = Word(self.state.fetch_or(WAITERS, Ordering::Relaxed));
-        let since = queue.order.is_adaptive().then(|| self.clock.now());
-        let key = queue.alloc(SlotState::Queued, wake, deadline, need, class, since);
+        let key = queue.alloc(SlotState::Queued, wake, deadline, need, class);
         self.list.publish_waiting(&queue);
-        if prev.available() <= 0 && !queue.order.is_adaptive() {
+        if queue.adaptive {
+            // Its age, for adaptive LIFO (the only order that reads the clock here).
+            queue.slots[key.index() as usize].since = Some(self.clock.now());
+        } else if prev.available() <= 0 {
             // No permit was free when the flag went up (the read-modify-write saw the latest
             // word), and every release from now on sees the flag and drains. (With permits
             // free but too few for the next waiter, the drain below finds that and grants
@@ -1351,7 +1417,19 @@ impl Semaphore {
             self.list.schedule(arm);
             return Enqueued::Queued(key);
         }
-        // Still under the lock that queued us: only this drain can end our wait.
+        self.drain_newcomer(queue, key, deadline, evicted)
+    }
+
+    /// The drain after queuing `key`, still under the lock that queued it (only this drain
+    /// can end its wait): what `enqueue` returns.
+    #[inline(never)]
+    fn drain_newcomer(
+        &self,
+        mut queue: MutexGuard<'_, Queue>,
+        key: WaitKey,
+        deadline: Option<Instant>,
+        evicted: Option<Wake>,
+    ) -> Enqueued {
         let mut wakes = WakeList::default();
         let more = self.drain(&mut queue, &mut wakes);
         let state = queue.slot(key).state;
@@ -1515,7 +1593,7 @@ impl Semaphore {
         if word.is_closed() && word.in_flight() == 0 {
             return unlock_then_drop(queue, wake, None);
         }
-        Some(queue.alloc(SlotState::DrainWait, wake, None, 0, Criticality::Default, None))
+        Some(queue.alloc(SlotState::DrainWait, wake, None, 0, Criticality::Default))
     }
 
     /// Sets a new limit. Never waits for permits: growth adds free permits, which queued
@@ -1645,7 +1723,7 @@ mod tests {
         let mut queue = Queue::new();
         let wake = || Wake::Task(futures_noop_waker());
         let keys: Vec<_> =
-            (0..100).map(|_| queue.alloc(SlotState::Queued, wake(), None, 1, DEF, None)).collect();
+            (0..100).map(|_| queue.alloc(SlotState::Queued, wake(), None, 1, DEF)).collect();
         assert_eq!((queue.live, queue.in_use), (100, 100));
         for key in &keys[..99] {
             queue.unlink(key.index());
@@ -1653,7 +1731,7 @@ mod tests {
         }
         assert_eq!(queue.lists[DEF.index()].head, keys[99].index());
         assert!(queue.slots.capacity() >= 100, "the last waiter keeps the slab");
-        let again = queue.alloc(SlotState::Queued, wake(), None, 1, DEF, None);
+        let again = queue.alloc(SlotState::Queued, wake(), None, 1, DEF);
         assert!(again.index() < 99, "a freed slot is reused");
         assert_ne!(again, keys[again.index() as usize], "with a new generation");
         for key in [keys[99], again] {
