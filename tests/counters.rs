@@ -229,12 +229,18 @@ fn counters_stay_exact_when_a_listener_joins_and_listeners_hear_every_later_call
         }
     };
     rounds(3); // counted alone, inline
+               // A permit granted while the counters alone observed, released after a listener came:
+               // the listener hears its end (a call is observed whole once anyone observed its grant).
+    let straddling = bulkhead.try_acquire().unwrap();
     let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = Arc::clone(&heard);
     bulkhead.on_event(move |event| sink.lock().unwrap().push(event.kind()));
+    drop(straddling);
+    assert_eq!(heard.lock().unwrap().clone(), vec![BulkheadEventKind::CallFinished]);
+    heard.lock().unwrap().clear();
     rounds(2); // counted by the full path, and told
     let m = bulkhead.metrics();
-    assert_eq!((m.calls_permitted(), m.calls_finished()), (5, 5));
+    assert_eq!((m.calls_permitted(), m.calls_finished()), (6, 6));
     assert_eq!(m.calls_rejected(RejectReason::Full), 5);
     let heard = heard.lock().unwrap().clone();
     let rejected = heard.iter().filter(|k| matches!(k, BulkheadEventKind::CallRejected(_))).count();

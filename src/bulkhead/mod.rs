@@ -1198,12 +1198,16 @@ impl Bulkhead {
     fn release_marked(&self, permits: u32, mark: Mark) {
         if mark.is_counted() {
             self.sem.release_many(permits);
-            // Granted while the counters alone observed: counted inline again. A listener
-            // that came since does not hear this call's end (it did not hear its start).
-            return match self.counters.get().and_then(|c| c.inline_cells()) {
-                Some(cells) => bump_own(&cells.finished),
-                None => self.count(|cells| &cells.finished),
-            };
+            // Granted while the counters alone observed. If they still are alone, counted
+            // inline; a listener that came since hears this call's end like any observed
+            // call's (`on_event`: a call is observed whole once anyone observed its grant).
+            // Ordering: Acquire — pairs with the Release store in `note_observers`.
+            if self.fast.load(Ordering::Acquire) == FAST_COUNTERS {
+                if let Some(cells) = self.counters.get().and_then(|c| c.inline_cells()) {
+                    return bump_own(&cells.finished);
+                }
+            }
+            return self.observe_finished();
         }
         if mark.is_sampled() {
             return self.release_sampled(permits, mark);
