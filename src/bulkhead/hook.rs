@@ -52,12 +52,18 @@ pub(crate) trait LimitHook: Any + Send + Sync {
 #[inline(always)]
 pub(crate) fn sample_due(k: u32) -> bool {
     thread_local! {
-        static COUNTDOWN: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+        static COUNTDOWN: core::cell::Cell<i64> = const { core::cell::Cell::new(0) };
     }
     // Two one-line accesses (as `cached_thread_slot`): each inlines to one `%fs` access,
-    // where a closure doing both was left as a call to `LocalKey::with` (callgrind).
-    let left = COUNTDOWN.with(core::cell::Cell::get);
-    let next = if left == 0 { k.saturating_sub(1) } else { left - 1 };
-    COUNTDOWN.with(|countdown| countdown.set(next));
-    left == 0
+    // where a closure doing both was left as a call to `LocalKey::with` (callgrind). An
+    // unsampled call is a load, a decrement, a store and a sign test (issue 21: testing for
+    // zero before the decrement cost two instructions more). Signed and 64-bit, so that any
+    // `k` fits and the sample is the call that takes the countdown below zero.
+    let left = COUNTDOWN.with(core::cell::Cell::get) - 1;
+    COUNTDOWN.with(|countdown| countdown.set(left));
+    if left >= 0 {
+        return false;
+    }
+    COUNTDOWN.with(|countdown| countdown.set(i64::from(k) - 1));
+    true
 }
