@@ -435,3 +435,31 @@ fn one_call_in_k_is_sampled_with_the_controller_alone_and_with_company() {
     .join()
     .unwrap();
 }
+
+/// An algorithm whose `update` panics on the failures it is fed (a bug in user code).
+struct PanicsOnFailure;
+
+impl LimitAlgorithm for PanicsOnFailure {
+    fn update(&mut self, sample: &Sample, limits: Limits) -> usize {
+        assert_ne!(sample.outcome, Outcome::Failure, "a buggy algorithm");
+        limits.current
+    }
+}
+
+#[test]
+fn a_panicking_algorithm_loses_no_permit() {
+    let bank = pool20(PanicsOnFailure);
+    for _ in 0..3 {
+        let permit = bank.try_acquire().unwrap();
+        // A failure folds at once, on this thread, as the permit ends.
+        let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| permit.fail()));
+        assert!(ended.is_ok(), "the algorithm's panic reached the caller");
+        assert_eq!(bank.metrics().in_flight_calls(), 0, "the permit came back");
+    }
+    bank.call(|| ()).unwrap();
+    let control = bank.adaptive_limit().unwrap();
+    assert_eq!(control.limit(), 16, "a panicking update leaves the limit as it was");
+    let metrics = control.metrics();
+    assert_eq!((metrics.samples(), metrics.samples_dropped()), (1, 3), "{metrics:?}");
+    assert_eq!(bank.metrics().in_flight_calls(), 0);
+}

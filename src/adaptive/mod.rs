@@ -72,6 +72,7 @@ mod vegas;
 
 use std::any::Any;
 use std::fmt;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -333,6 +334,7 @@ impl AdaptiveLimit {
                 min,
                 max,
                 samples: 0,
+                panicked: 0,
             }),
             listeners: Mutex::new(Vec::new()),
         })
@@ -456,14 +458,34 @@ struct State {
     min: usize,
     max: usize,
     samples: u64,
+    /// Samples whose `update` panicked (not in `samples`).
+    panicked: u64,
 }
 
 impl State {
     /// Feeds `sample`, standing for `count` samples, to the algorithm.
+    ///
+    /// The algorithm is user code and runs on whichever call folds, often inside a permit's
+    /// `Drop`: a panic in `update` is caught here, so that it never unwinds through a
+    /// release (the permit would not come back) nor into a caller whose call succeeded. The
+    /// limit stays as it was and the sample is counted as dropped.
     fn feed(&mut self, sample: &Sample, count: u64) {
-        self.samples = self.samples.wrapping_add(count);
         let limits = Limits { current: self.limit, min: self.min, max: self.max };
-        self.limit = self.algorithm.update(sample, limits).clamp(self.min, self.max);
+        let algorithm = &mut self.algorithm;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| algorithm.update(sample, limits))) {
+            Ok(limit) => {
+                self.samples = self.samples.wrapping_add(count);
+                self.limit = limit.clamp(self.min, self.max);
+            }
+            Err(_) => self.panicked = self.panicked.wrapping_add(count),
+        }
+    }
+
+    /// The algorithm's estimates; none if its `estimates` panics (caught, as in
+    /// [`feed`](Self::feed)).
+    fn estimates(&self) -> Estimates {
+        std::panic::catch_unwind(AssertUnwindSafe(|| self.algorithm.estimates()))
+            .unwrap_or_default()
     }
 }
 
@@ -494,7 +516,7 @@ impl Controller {
         // Ordering: Release — with the engine's AcqRel `set_limit`, an applier that sets
         // the engine after ours reads this value or a later one (see `apply`).
         self.limit.store(state.limit, Ordering::Release);
-        (state.limit != old).then(|| (old, state.limit, state.algorithm.estimates()))
+        (state.limit != old).then(|| (old, state.limit, state.estimates()))
     }
 
     /// Folds if the lock is free, and again while other callers asked for a fold during
@@ -598,7 +620,7 @@ impl Controller {
             // change is seen by coherence.
             if active.load(Ordering::Relaxed) {
                 // A panicking listener must not stop the others (nor poison anything).
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener(&event)));
+                let _ = std::panic::catch_unwind(AssertUnwindSafe(|| listener(&event)));
             }
         }
     }
@@ -742,8 +764,8 @@ impl AdaptiveControl<'_> {
             min: state.min,
             max: state.max,
             samples: state.samples,
-            samples_dropped: self.controller.slots.dropped(),
-            estimates: state.algorithm.estimates(),
+            samples_dropped: self.controller.slots.dropped().wrapping_add(state.panicked),
+            estimates: state.estimates(),
         }
     }
 
@@ -902,7 +924,9 @@ impl AdaptiveMetrics {
 
     /// Samples dropped because their thread's buffer was full while another thread held
     /// the controller's lock (it would have to hold it for 96 of this thread's calls: a
-    /// descheduled holder). Not in [`samples`](Self::samples).
+    /// descheduled holder), or because the algorithm's
+    /// [`update`](LimitAlgorithm::update) panicked on them (caught: the limit stays as it
+    /// was). Not in [`samples`](Self::samples).
     ///
     /// ```
     /// # use bulkhead::adaptive::{AdaptiveLimit, Aimd};
