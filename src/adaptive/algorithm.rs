@@ -145,6 +145,12 @@ pub trait LimitAlgorithm: Send + 'static {
     /// Runs under the adaptive bulkhead's controller lock (one sample at a time): it must
     /// not call back into the bulkhead (that would deadlock); the limit it returns is
     /// applied, and listeners are told, after the lock is released.
+    ///
+    /// A panic here is caught: the limit stays as it was and the sample counts in
+    /// [`AdaptiveMetrics::samples_dropped`](super::AdaptiveMetrics::samples_dropped). It
+    /// runs on whichever call folds the samples, often inside a permit's release, so it
+    /// never unwinds through that release nor into a caller whose call succeeded. The same
+    /// holds for [`estimates`](Self::estimates) (none, then).
     fn update(&mut self, sample: &Sample, limits: Limits) -> usize;
 
     /// The algorithm's estimates, for metrics. None by default.
