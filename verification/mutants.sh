@@ -134,6 +134,7 @@ MUTANTS=(
     adaptive_fold_skips_samples_pushed_during_drain
     adaptive_push_tail_relaxed
     adaptive_algorithm_panic_escapes
+    inline_counted_grant_skips_count
     withdraw_skips_weighted_drain
     dropped_weighted_returns_one
     release_serves_one_waiter
@@ -219,6 +220,7 @@ describe() {
     adaptive_fold_skips_recheck) echo "adaptive (issue 21): a fold's holder does not look for requests made while it held the lock (a failure whose try_lock failed waits for an unrelated fold)" ;;
     adaptive_fold_skips_samples_pushed_during_drain) echo "adaptive (issue 21): a fold marks as folded the samples pushed while it drained (reads tail again for head): they are lost" ;;
     adaptive_push_tail_relaxed) echo "adaptive (issue 21): a sample's tail is published Relaxed (a fold may read the ring place before the sample is visible)" ;;
+    inline_counted_grant_skips_count) echo "counting alone (issue 21, stop 26): try_acquire's inline counted grant marks the permit COUNTED without counting it permitted" ;;
     adaptive_algorithm_panic_escapes) echo "adaptive: a panic in the user's LimitAlgorithm::update unwinds out of the fold (through a permit's release: the permit is lost)" ;;
     adaptive_releases_before_recording) echo "adaptive (issue 17): a permit is released before its sample is recorded (a queued caller is admitted under the limit before the failure)" ;;
     keyed_owned_async_total_takes_one) echo "keyed weighted (issue 20): the owned async acquire asks the total for 1 slot, whatever its key granted" ;;
@@ -422,6 +424,9 @@ apply() {
         if let Some(hook) = self.hook.get() {
             hook.finished(self, mark);
         }' ;;
+    inline_counted_grant_skips_count)
+        mutate src/bulkhead/mod.rs '                    bump_own(&cells.permitted);
+                    return Mark::COUNTED;' '                    return Mark::COUNTED;' ;;
     adaptive_algorithm_panic_escapes)
         mutate src/adaptive/mod.rs '        match std::panic::catch_unwind(AssertUnwindSafe(|| algorithm.update(sample, limits))) {' '        match Ok::<usize, ()>(algorithm.update(sample, limits)) {' ;;
     withdraw_skips_weighted_drain)
