@@ -39,6 +39,11 @@ const OPS: &[(&str, &str)] = &[
         "bulkhead acquire_async(), max wait 0, full, polled once, the result kept",
     ),
     ("bulkhead_zero_wait_async_tokio", "bulkhead acquire_async().await, max wait 0, in tokio"),
+    (
+        "bulkhead_acquire_async_free",
+        "bulkhead acquire_async() with a free permit, polled once, + drop",
+    ),
+    ("tokio_acquire_free", "tokio acquire() with a free permit, polled once, + drop"),
     ("tokio_timeout_zero", "tokio timeout(ZERO, acquire()).await on a full semaphore"),
     ("floor_cas_add", "floor: one CAS + one fetch_add"),
     ("bulkhead_acq_rel", "bulkhead try_acquire + drop"),
@@ -347,6 +352,14 @@ fn run(op: &str, n: u64) -> Result<(), String> {
         // compiler may skip building an error nobody reads.
         "bulkhead_zero_wait_async_err" => (0..n).for_each(|_| {
             let mut fut = std::pin::pin!(black_box(&*full).acquire_async());
+            drop(black_box(fut.as_mut().poll(&mut cx)));
+        }),
+        "bulkhead_acquire_async_free" => (0..n).for_each(|_| {
+            let mut fut = std::pin::pin!(black_box(&*free).acquire_async());
+            drop(black_box(fut.as_mut().poll(&mut cx)));
+        }),
+        "tokio_acquire_free" => (0..n).for_each(|_| {
+            let mut fut = std::pin::pin!(black_box(&*tokio_free).acquire());
             drop(black_box(fut.as_mut().poll(&mut cx)));
         }),
         "bulkhead_zero_wait_async_tokio" => rt.block_on(async {
