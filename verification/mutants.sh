@@ -288,9 +288,9 @@ apply() {
     drained_relaxed)
         mutate src/engine/state.rs 'let word = Word(self.state.load(Ordering::Acquire));' 'let word = Word(self.state.load(Ordering::Relaxed));' ;;
     drain_grants_after_close)
-        mutate src/engine/state.rs '                if word.is_closed() {
-                    return false; // closed' '                if false {
-                    return false; // closed' ;;
+        mutate src/engine/state.rs '            if word.is_closed() {
+                return None; // closed' '            if false {
+                return None; // closed' ;;
     slab_never_shrinks)
         mutate src/engine/state.rs 'if self.slots.capacity() > Self::RETAINED_CAPACITY {
                 self.slots = Vec::new();
@@ -348,9 +348,9 @@ apply() {
                 word.0.wrapping_sub(ONE_PERMIT),
                 Ordering::Relaxed,' ;;
     drain_cas_relaxed)
-        mutate src/engine/state.rs '                    word.0.wrapping_sub(permits(need)),
-                    Ordering::Acquire,' '                    word.0.wrapping_sub(permits(need)),
-                    Ordering::Relaxed,' ;;
+        mutate src/engine/state.rs '                word.0.wrapping_sub(permits(need)),
+                Ordering::Acquire,' '                word.0.wrapping_sub(permits(need)),
+                Ordering::Relaxed,' ;;
     counter_slots_shared)
         mutate src/engine/sync.rs 'let taken = NEXT_SLOT.fetch_add(1, super::Ordering::SeqCst);' 'let taken = NEXT_SLOT.load(super::Ordering::SeqCst);' &&
             mutate src/engine/sync.rs '                    pool.next += 1;
@@ -438,13 +438,13 @@ apply() {
     drain_grants_on_any_free_permit)
         mutate src/engine/state.rs 'if word.available() < required {' 'if word.available() < 1 {' ;;
     drain_grants_head_one_permit)
-        mutate src/engine/state.rs '                    word.0.wrapping_sub(permits(need)),' '                    word.0.wrapping_sub(permits(1)),' ;;
+        mutate src/engine/state.rs '                word.0.wrapping_sub(permits(need)),' '                word.0.wrapping_sub(permits(1)),' ;;
     try_acquire_many_barges)
         mutate src/engine/state.rs 'self.0 & (WAITERS | CLOSED) == 0 && (self.0 as i64) >= permits(n) as i64' 'self.0 & CLOSED == 0 && (self.0 as i64) >= permits(n) as i64' ;;
     shrink_skips_drain)
         mutate src/engine/state.rs 'new.has_waiters() && (new.available() > 0 || new.limit() < word.limit())' 'new.has_waiters() && new.available() > 0' ;;
     drain_never_refuses_above_limit)
-        mutate src/engine/state.rs '                if word.exceeds_limit(need) {' '                if false && word.exceeds_limit(need) {' ;;
+        mutate src/engine/state.rs '            if word.exceeds_limit(need) {' '            if false && word.exceeds_limit(need) {' ;;
     timed_out_weighted_owes_no_drain)
         mutate src/engine/state.rs '        let owed = outcome == Outcome::TimedOut;' '        let owed = false;' ;;
     evicted_waiter_not_woken)
@@ -453,7 +453,7 @@ apply() {
     sheddable_fast_path_ignores_headroom)
         mutate src/engine/state.rs '        let required = i64::from(need) + self.headroom.load(Ordering::Relaxed) as i64;' '        let required = i64::from(need) + 0 * self.headroom.load(Ordering::Relaxed) as i64;' ;;
     queue_ignores_headroom)
-        mutate src/engine/state.rs '        let headroom = if class == Criticality::Sheddable { self.headroom } else { 0 };' '        let headroom = if class == Criticality::Sheddable { 0 } else { 0 };' ;;
+        mutate src/engine/state.rs '        let headroom = if sheddable { self.headroom } else { 0 };' '        let headroom = if sheddable { 0 } else { 0 };' ;;
     classes_served_lowest_first)
         mutate src/engine/state.rs '        self.occupied.trailing_zeros() as usize' '        7 - self.occupied.leading_zeros() as usize' ;;
     owed_drain_wakes_under_lock)

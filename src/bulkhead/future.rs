@@ -146,44 +146,81 @@ impl Core {
         }
     }
 
-    #[inline(never)]
+    /// A poll. The first one is out of line ([`poll_first`](Self::poll_first)), so the
+    /// zero-wait acquire's refusal keeps the caller's code small; a queued future's re-poll
+    /// checks its slot inline, and only a wait still pending goes out of line.
+    #[inline(always)]
     fn poll<S: Future<Output = ()>>(
+        &mut self,
+        timer: Pin<&mut Timer<S>>,
+        bulkhead: &Bulkhead,
+        cx: &mut Context<'_>,
+        arm: impl FnOnce(Duration) -> Option<S>,
+    ) -> Poll<Result<Mark, BulkheadFull>> {
+        let Some(key) = self.key else {
+            return self.poll_first(timer, bulkhead, cx, arm);
+        };
+        match bulkhead.sem().poll_wait(key, Some(cx.waker())) {
+            Some(outcome) => {
+                self.key = None;
+                let done = self.finish(bulkhead, outcome);
+                Self::disarm(timer);
+                done
+            }
+            None => self.poll_pending(timer, bulkhead, cx),
+        }
+    }
+
+    /// The first poll (or a poll after completion, which panics): the fast path, or a
+    /// refusal that needs no queue, decided inline; otherwise queues.
+    #[inline(never)]
+    fn poll_first<S: Future<Output = ()>>(
         &mut self,
         mut timer: Pin<&mut Timer<S>>,
         bulkhead: &Bulkhead,
         cx: &mut Context<'_>,
         arm: impl FnOnce(Duration) -> Option<S>,
     ) -> Poll<Result<Mark, BulkheadFull>> {
-        let just_queued = self.key.is_none();
-        if just_queued {
-            // First poll: the fast path, or a refusal that needs no queue, decided inline.
-            assert!(!self.done, "a bulkhead acquire future was polled after it completed");
-            if !self.is_plain() {
-                if let Some(done) = self.first_poll_many(bulkhead) {
-                    return done;
-                }
-            } else {
-                let word = match bulkhead.sem().try_acquire() {
-                    Ok(word) => {
-                        let mark = bulkhead.permitted(word);
-                        return self.done_with(Ok(mark));
-                    }
-                    Err(word) => word,
-                };
-                if word.is_closed() || bulkhead.max_wait_is_zero() {
-                    return self.done_with(Err(bulkhead.refuse(word)));
-                }
-            }
-            if let Some(done) = self.start_wait(timer.as_mut(), bulkhead, cx, arm) {
+        assert!(!self.done, "a bulkhead acquire future was polled after it completed");
+        if !self.is_plain() {
+            if let Some(done) = self.first_poll_many(bulkhead) {
                 return done;
             }
+        } else {
+            let word = match bulkhead.sem().try_acquire() {
+                Ok(word) => {
+                    let mark = bulkhead.permitted(word);
+                    return self.done_with(Ok(mark));
+                }
+                Err(word) => word,
+            };
+            if word.is_closed() || bulkhead.max_wait_is_zero() {
+                return self.done_with(Err(bulkhead.refuse(word)));
+            }
         }
-        let poll = self.poll_queued(timer.as_mut(), bulkhead, cx, just_queued);
-        if poll.is_ready() && matches!(timer.as_mut().project(), TimerProj::On { .. }) {
-            // Done: disarm the timer now, not when the future is dropped.
+        if let Some(done) = self.start_wait(timer.as_mut(), bulkhead, cx, arm) {
+            return done;
+        }
+        self.check_expiry(timer, bulkhead, cx, true)
+    }
+
+    /// A re-poll that found the wait still pending: has it run out?
+    #[inline(never)]
+    fn poll_pending<S: Future<Output = ()>>(
+        &mut self,
+        timer: Pin<&mut Timer<S>>,
+        bulkhead: &Bulkhead,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Mark, BulkheadFull>> {
+        self.check_expiry(timer, bulkhead, cx, false)
+    }
+
+    /// Done: disarms the timer now, not when the future is dropped.
+    #[inline(always)]
+    fn disarm<S: Future<Output = ()>>(mut timer: Pin<&mut Timer<S>>) {
+        if matches!(timer.as_mut().project(), TimerProj::On { .. }) {
             timer.set(Timer::Off);
         }
-        poll
     }
 
     /// The first poll of a weighted acquire (`permits != 1`): the fast path, or a refusal
@@ -212,30 +249,21 @@ impl Core {
         None
     }
 
-    /// A queued wait: checks its slot (unless it was queued by this very poll, with this
-    /// waker), then its timer or deadline.
-    fn poll_queued<S: Future<Output = ()>>(
+    /// A wait still queued (it was queued by this very poll, with this waker, or its slot
+    /// was just checked): has it run out? With a sleep, when it fires. With the engine's
+    /// timer, the timer withdraws the waiter itself (seen by the slot check as `TimedOut`); a
+    /// re-poll after the deadline (the timer thread disabled, or not yet there) gives up too.
+    /// A custom sleep that was not armed checks on every poll. Inlined into both callers.
+    #[inline(always)]
+    fn check_expiry<S: Future<Output = ()>>(
         &mut self,
-        timer: Pin<&mut Timer<S>>,
+        mut timer: Pin<&mut Timer<S>>,
         bulkhead: &Bulkhead,
         cx: &mut Context<'_>,
         just_queued: bool,
     ) -> Poll<Result<Mark, BulkheadFull>> {
         let sem = bulkhead.sem();
-        let Some(key) = self.key else {
-            unreachable!("a queued future has a wait key");
-        };
-        if !just_queued {
-            if let Some(outcome) = sem.poll_wait(key, Some(cx.waker())) {
-                self.key = None;
-                return self.finish(bulkhead, outcome);
-            }
-        }
-        // Still queued: has the wait run out? With a sleep, when it fires. With the engine's
-        // timer, the timer withdraws the waiter itself (seen above as `TimedOut`); a re-poll
-        // after the deadline (the timer thread disabled, or not yet there) gives up too. A
-        // custom sleep that was not armed checks on every poll.
-        let expired = match timer.project() {
+        let expired = match timer.as_mut().project() {
             TimerProj::On { sleep } => sleep.poll(cx).is_ready(),
             TimerProj::Off if self.engine_timer && just_queued => false,
             TimerProj::Off => self.deadline.is_some_and(|deadline| {
@@ -252,14 +280,16 @@ impl Core {
             unreachable!("a queued future has a wait key");
         };
         // The grant and the withdrawal are decided under the queue lock: exactly one happens.
-        match sem.withdraw(key) {
+        let done = match sem.withdraw(key) {
             Some(outcome) => self.finish(bulkhead, outcome),
             None => {
                 let waited = self.waited(bulkhead);
                 let err = bulkhead.reject(sem.load(), RejectReason::WaitTimedOut, waited);
                 self.done_with(Err(err))
             }
-        }
+        };
+        Self::disarm(timer);
+        done
     }
 
     /// The first poll found no free permit and may wait: queue, and arm the timer. `None`
@@ -293,12 +323,18 @@ impl Core {
         .then(|| sem.clock.now());
         let deadline = start.and_then(|start| sem.clock.deadline(start, wait));
         let timed = if self.engine_timer { deadline } else { None };
+        // The plain acquire's request in constants, not unpacked.
+        let (permits, class) = if self.is_plain() {
+            (1, Criticality::Default)
+        } else {
+            (self.permits(), self.class())
+        };
         let key = match sem.enqueue(
             Wake::task(cx.waker()),
             bulkhead.max_waiting(),
             timed,
-            self.permits(),
-            self.class(),
+            permits,
+            class,
         ) {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {
@@ -554,6 +590,7 @@ impl AcquireOwned {
 impl Future for AcquireOwned {
     type Output = Result<OwnedPermit, BulkheadFull>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let bulkhead = this.bulkhead;

@@ -627,7 +627,14 @@ impl Queue {
     /// The permits a waiter of `class` asking for `need` requires free: a sheddable one
     /// leaves the headroom.
     fn required(&self, need: u32, class: Criticality) -> i64 {
-        let headroom = if class == Criticality::Sheddable { self.headroom } else { 0 };
+        self.required_in(need, class.index())
+    }
+
+    /// [`required`](Self::required) for a waiter of the class whose list is `list`.
+    #[inline(always)]
+    fn required_in(&self, need: u32, list: usize) -> i64 {
+        let sheddable = list == Criticality::Sheddable.index();
+        let headroom = if sheddable { self.headroom } else { 0 };
         i64::from(need) + i64::from(headroom)
     }
 
@@ -731,14 +738,22 @@ impl Queue {
     /// Takes a waiting slot out of `list`, the list it is in.
     #[inline]
     fn unlink_from(&mut self, list: usize, index: u32) {
+        self.unlink_in(list, index, list != DRAINERS);
+    }
+
+    /// [`unlink_from`](Self::unlink_from), told whether `list` is a waiter list (not the
+    /// drain waiters): the drain, which knows, tests nothing.
+    #[inline(always)]
+    fn unlink_in(&mut self, list: usize, index: u32, waiter: bool) {
         debug_assert_eq!(list, self.list_of(index));
+        debug_assert_eq!(waiter, list != DRAINERS);
         let (prev, next) = {
             let slot = &self.slots[index as usize];
             (slot.prev, slot.next)
         };
         if prev == NIL {
             self.lists[list].head = next;
-            if next == NIL && list != DRAINERS {
+            if next == NIL && waiter {
                 self.occupied &= !(1 << list);
             }
         } else {
@@ -749,7 +764,7 @@ impl Queue {
         } else {
             self.slots[next as usize].prev = prev;
         }
-        if list != DRAINERS {
+        if waiter {
             self.live -= 1;
             if self.slots[index as usize].deadline.is_some() {
                 self.timed -= 1;
@@ -764,13 +779,15 @@ impl Queue {
     /// Takes the waiting slot `index` out of its list, sets its final `state` and returns
     /// its wake.
     fn end(&mut self, index: u32, state: SlotState) -> Option<Wake> {
-        self.end_in(self.list_of(index), index, state)
+        let list = self.list_of(index);
+        self.end_in(list, index, state, list != DRAINERS)
     }
 
-    /// [`end`](Self::end) for a slot known to be in `list`.
-    #[inline]
-    fn end_in(&mut self, list: usize, index: u32, state: SlotState) -> Option<Wake> {
-        self.unlink_from(list, index);
+    /// [`end`](Self::end) for a slot known to be in `list` (`waiter`: a waiter list, not
+    /// the drain waiters).
+    #[inline(always)]
+    fn end_in(&mut self, list: usize, index: u32, state: SlotState, waiter: bool) -> Option<Wake> {
+        self.unlink_in(list, index, waiter);
         let slot = &mut self.slots[index as usize];
         slot.state = state;
         slot.wake.take()
@@ -1237,45 +1254,57 @@ impl Semaphore {
                     continue;
                 }
             }
-            // The next waiter's whole request, granted at once or not at all (see the module
-            // docs); a sheddable one also leaves the headroom free.
-            let list = queue.first_list();
-            let next = queue.next_in(list);
-            let (need, class) = {
-                let slot = &queue.slots[next as usize];
-                (slot.need, slot.class)
+            // One class queued, the default (the common case): its list is known, and its
+            // waiters leave no headroom.
+            const DEFAULT: usize = Criticality::Default.index();
+            let served = if queue.occupied == 1 << DEFAULT {
+                self.serve_next(queue, DEFAULT)
+            } else {
+                self.serve_next(queue, queue.first_list())
             };
-            let required = queue.required(need, class);
-            // Ordering: Relaxed — only feeds the CAS below, which acquires.
-            let mut word = Word(self.state.load(Ordering::Relaxed));
-            let end = loop {
-                if word.is_closed() {
-                    return false; // closed: `close` refuses every waiter left, none is granted
-                }
-                if word.exceeds_limit(need) {
-                    // A shrink left the next waiter asking for more than the limit: refused,
-                    // so it does not hold the queue up until the limit grows back.
-                    break SlotState::Refused;
-                }
-                if word.available() < required {
-                    return false; // in order: nobody behind the next waiter is served first
-                }
-                // Ordering: Acquire on success — pairs with the Release `fetch_add` of the
-                // releases that freed these permits (pair 1). Relaxed on failure: retry only.
-                match self.state.compare_exchange_weak(
-                    word.0,
-                    word.0.wrapping_sub(permits(need)),
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => break SlotState::Granted,
-                    Err(actual) => word = Word(actual),
-                }
-            };
-            let wake = queue.end_in(list, next, end);
-            self.list.publish_waiting(queue);
+            let Some(wake) = served else { return false };
             wakes.push(wake);
+            self.list.publish_waiting(queue);
         }
+    }
+
+    /// Under the lock, in the drain: the next waiter of `list` (the first list with anyone
+    /// queued), its whole request granted at once or not at all (see the module docs); a
+    /// sheddable one also leaves the headroom free. Returns its wake once its wait ended
+    /// (granted, or refused above the limit); `None` when it cannot be served now (closed,
+    /// or too few permits free), which stops the drain: nobody behind it is served first.
+    #[inline(always)]
+    fn serve_next(&self, queue: &mut Queue, list: usize) -> Option<Option<Wake>> {
+        let next = queue.next_in(list);
+        let need = queue.slots[next as usize].need;
+        let required = queue.required_in(need, list);
+        // Ordering: Relaxed — only feeds the CAS below, which acquires.
+        let mut word = Word(self.state.load(Ordering::Relaxed));
+        let end = loop {
+            if word.is_closed() {
+                return None; // closed: `close` refuses every waiter left, none is granted
+            }
+            if word.exceeds_limit(need) {
+                // A shrink left the next waiter asking for more than the limit: refused, so
+                // it does not hold the queue up until the limit grows back.
+                break SlotState::Refused;
+            }
+            if word.available() < required {
+                return None; // in order: nobody behind the next waiter is served first
+            }
+            // Ordering: Acquire on success — pairs with the Release `fetch_add` of the
+            // releases that freed these permits (pair 1). Relaxed on failure: retry only.
+            match self.state.compare_exchange_weak(
+                word.0,
+                word.0.wrapping_sub(permits(need)),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break SlotState::Granted,
+                Err(actual) => word = Word(actual),
+            }
+        };
+        Some(queue.end_in(list, next, end, true))
     }
 
     fn clear_waiters_flag(&self) {
