@@ -145,6 +145,7 @@ MUTANTS=(
     drain_never_refuses_above_limit
     timed_out_weighted_owes_no_drain
     owed_drain_wakes_under_lock
+    release_wakes_under_lock
     evicted_waiter_not_woken
     sheddable_fast_path_ignores_headroom
     queue_ignores_headroom
@@ -216,6 +217,7 @@ describe() {
     queue_ignores_headroom) echo "policy: the queue (enqueue and drain) admits a sheddable waiter into the headroom" ;;
     classes_served_lowest_first) echo "policy: the drain serves the lowest class first (sheddable before critical)" ;;
     owed_drain_wakes_under_lock) echo "weighted: the drain a timed-out weighted head owes wakes the granted waiters under the queue lock" ;;
+    release_wakes_under_lock) echo "a release that found waiters wakes the waiter it granted before unlocking the queue (stop 27's one-round release_slow)" ;;
     adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
     adaptive_fold_skips_recheck) echo "adaptive (issue 21): a fold's holder does not look for requests made while it held the lock (a failure whose try_lock failed waits for an unrelated fold)" ;;
     adaptive_fold_skips_samples_pushed_during_drain) echo "adaptive (issue 21): a fold marks as folded the samples pushed while it drained (reads tail again for head): they are lost" ;;
@@ -434,7 +436,7 @@ apply() {
     dropped_weighted_returns_one)
         mutate src/bulkhead/future.rs '            bulkhead.sem().release_many(permits);' '            bulkhead.sem().release_many(1);' ;;
     release_serves_one_waiter)
-        mutate src/engine/state.rs '        while self.drain(&mut queue, wakes) {' '        if self.drain(&mut queue, wakes) {' ;;
+        mutate src/engine/state.rs '            return self.drain_and_wake(self.list.queue.lock(), &mut wakes);' '            return;' ;;
     drain_grants_on_any_free_permit)
         mutate src/engine/state.rs 'if word.available() < required {' 'if word.available() < 1 {' ;;
     drain_grants_head_one_permit)
@@ -473,6 +475,20 @@ apply() {
             drop(queue);
         }
         outcome' ;;
+    release_wakes_under_lock)
+        mutate src/engine/state.rs '        drop(queue);
+        let wake = wakes.wake.take();
+        // Empty now: its `Drop`, which delivers a wake left by a panic, has nothing to do.
+        core::mem::forget(wakes);
+        if let Some(wake) = wake {
+            wake.wake();
+        }' '        let wake = wakes.wake.take();
+        // Empty now: its `Drop`, which delivers a wake left by a panic, has nothing to do.
+        core::mem::forget(wakes);
+        if let Some(wake) = wake {
+            wake.wake();
+        }
+        drop(queue);' ;;
     keyed_owned_async_total_takes_one)
         mutate src/keyed/mod.rs '                            let acquire = AcquireOwned::many(total, *request);' '                            let acquire = AcquireOwned::many(total, Request::permits(1));' ;;
     keyed_weighted_total_takes_one)

@@ -176,7 +176,7 @@ impl Core {
     #[inline(never)]
     fn poll_first<S: Future<Output = ()>>(
         &mut self,
-        mut timer: Pin<&mut Timer<S>>,
+        timer: Pin<&mut Timer<S>>,
         bulkhead: &Bulkhead,
         cx: &mut Context<'_>,
         arm: impl FnOnce(Duration) -> Option<S>,
@@ -198,10 +198,7 @@ impl Core {
                 return self.done_with(Err(bulkhead.refuse(word)));
             }
         }
-        if let Some(done) = self.start_wait(timer.as_mut(), bulkhead, cx, arm) {
-            return done;
-        }
-        self.check_expiry(timer, bulkhead, cx, true)
+        self.queue(timer, bulkhead, cx, arm)
     }
 
     /// A re-poll that found the wait still pending: has it run out?
@@ -292,25 +289,22 @@ impl Core {
         done
     }
 
-    /// The first poll found no free permit and may wait: queue, and arm the timer. `None`
-    /// when queued; otherwise the result of the acquire.
-    #[cold]
-    fn start_wait<S: Future<Output = ()>>(
+    /// The first poll found no free permit and may wait: queues, arms the timer, and checks
+    /// the wait. Out of line, so the first poll's fast path and refusal save no more
+    /// registers than they use.
+    #[inline(never)]
+    fn queue<S: Future<Output = ()>>(
         &mut self,
         mut timer: Pin<&mut Timer<S>>,
         bulkhead: &Bulkhead,
         cx: &mut Context<'_>,
         arm: impl FnOnce(Duration) -> Option<S>,
-    ) -> Option<Poll<Result<Mark, BulkheadFull>>> {
+    ) -> Poll<Result<Mark, BulkheadFull>> {
         let sem = bulkhead.sem();
         let wait = bulkhead.max_wait();
         if wait.is_zero() {
             // The max wait was set to zero by a concurrent `change_config`.
-            return Some(self.done_with(Err(bulkhead.reject(
-                sem.load(),
-                RejectReason::Full,
-                wait,
-            ))));
+            return self.done_with(Err(bulkhead.reject(sem.load(), RejectReason::Full, wait)));
         }
         // An unbounded wait reads the clock only if someone observes the calls (one more
         // load of the word): the wait histogram and `tracing` want its length. Unobserved,
@@ -339,17 +333,17 @@ impl Core {
             Enqueued::Queued(key) => key,
             Enqueued::Acquired => {
                 let mark = bulkhead.permitted_after(sem.load(), start);
-                return Some(self.done_with(Ok(mark)));
+                return self.done_with(Ok(mark));
             }
             Enqueued::TooManyWaiting => {
                 let reason = RejectReason::TooManyWaiting;
                 let err = bulkhead.reject(sem.load(), reason, Duration::ZERO);
-                return Some(self.done_with(Err(err)));
+                return self.done_with(Err(err));
             }
-            Enqueued::Closed => return Some(self.done_with(Err(bulkhead.refuse(sem.load())))),
+            Enqueued::Closed => return self.done_with(Err(bulkhead.refuse(sem.load()))),
             Enqueued::ExceedsLimit => {
                 let err = bulkhead.refuse_many(sem.load(), self.permits());
-                return Some(self.done_with(Err(err)));
+                return self.done_with(Err(err));
             }
         };
         self.key = Some(key);
@@ -360,7 +354,7 @@ impl Core {
                 timer.set(Timer::On { sleep });
             }
         }
-        None
+        self.check_expiry(timer, bulkhead, cx, true)
     }
 
     fn done_with(
@@ -386,18 +380,33 @@ impl Core {
         self.waited_so_far(bulkhead).max(allowed)
     }
 
-    /// The wait ended with `outcome`, decided under the queue lock.
+    /// The wait ended with `outcome`, decided under the queue lock. Out of line, with a
+    /// grant (the common end of a wait) finished here and every other outcome's error built
+    /// by a tail call, so a grant saves no registers.
+    #[inline(never)]
     fn finish(
+        &mut self,
+        bulkhead: &Bulkhead,
+        outcome: Outcome,
+    ) -> Poll<Result<Mark, BulkheadFull>> {
+        if outcome == Outcome::Granted {
+            let mark = bulkhead.permitted_after(bulkhead.sem().load(), self.start);
+            return self.done_with(Ok(mark));
+        }
+        self.finish_refused(bulkhead, outcome)
+    }
+
+    /// [`finish`](Self::finish) for every outcome but a grant: the error.
+    #[cold]
+    #[inline(never)]
+    fn finish_refused(
         &mut self,
         bulkhead: &Bulkhead,
         outcome: Outcome,
     ) -> Poll<Result<Mark, BulkheadFull>> {
         let sem = bulkhead.sem();
         match outcome {
-            Outcome::Granted => {
-                let mark = bulkhead.permitted_after(sem.load(), self.start);
-                self.done_with(Ok(mark))
-            }
+            Outcome::Granted => unreachable!("a grant is finished by `finish`"),
             Outcome::Closed => {
                 let err = bulkhead.reject(sem.load(), RejectReason::Closed, Duration::ZERO);
                 self.done_with(Err(err))

@@ -909,6 +909,7 @@ impl Queue {
     /// withdrew may have been the head, and the timer (it cannot reach the state word) left
     /// the new head unserved (a weighted head may have held back permits free for it) or
     /// unrefused (above a shrunk limit), and `WAITERS` set if the queue is empty.
+    #[inline(always)]
     fn finish(&mut self, key: WaitKey) -> Option<(Outcome, bool)> {
         let outcome = self.slot(key).state.outcome()?;
         let owed = outcome == Outcome::TimedOut;
@@ -923,6 +924,7 @@ impl Queue {
     /// emptied, and its memory given back if a storm of waiters grew it past
     /// `RETAINED_CAPACITY`.
     #[must_use = "drop the wake after unlocking"]
+    #[inline(always)]
     fn free(&mut self, key: WaitKey) -> Option<Wake> {
         let slot = self.slot(key);
         slot.state = SlotState::Free;
@@ -1198,11 +1200,27 @@ impl Semaphore {
         prev
     }
 
+    /// A release that found waiters: drains and wakes. The common case, one round that
+    /// grants one waiter, is written out here (no call but the drain's, and no drop glue
+    /// for the wake list, which `wake_all` left empty); more rounds go to
+    /// [`drain_and_wake`](Self::drain_and_wake).
     #[cold]
     #[inline(never)]
     fn release_slow(&self) {
         let mut wakes = WakeList::default();
-        self.drain_and_wake(self.list.queue.lock(), &mut wakes);
+        let mut queue = self.list.queue.lock();
+        if self.drain(&mut queue, &mut wakes) {
+            drop(queue);
+            wakes.wake_all();
+            return self.drain_and_wake(self.list.queue.lock(), &mut wakes);
+        }
+        drop(queue);
+        let wake = wakes.wake.take();
+        // Empty now: its `Drop`, which delivers a wake left by a panic, has nothing to do.
+        core::mem::forget(wakes);
+        if let Some(wake) = wake {
+            wake.wake();
+        }
     }
 
     /// Drains under `queue`, then wakes whom the drain granted after unlocking, as many
@@ -1358,6 +1376,7 @@ impl Semaphore {
     /// `wake` is built by the caller before the lock is taken, and dropped after it is
     /// released if the caller was not queued: no foreign code runs under the lock. The wake
     /// of a waiter evicted to make room is called after the lock is released.
+    #[inline(always)]
     pub(crate) fn enqueue(
         &self,
         wake: Wake,
