@@ -477,18 +477,10 @@ apply() {
         outcome' ;;
     release_wakes_under_lock)
         mutate src/engine/state.rs '        drop(queue);
-        let wake = wakes.wake.take();
-        // Empty now: its `Drop`, which delivers a wake left by a panic, has nothing to do.
-        core::mem::forget(wakes);
-        if let Some(wake) = wake {
-            wake.wake();
-        }' '        let wake = wakes.wake.take();
-        // Empty now: its `Drop`, which delivers a wake left by a panic, has nothing to do.
-        core::mem::forget(wakes);
-        if let Some(wake) = wake {
-            wake.wake();
-        }
-        drop(queue);' ;;
+        wakes.wake_all_and_forget();
+    }' '        wakes.wake_all_and_forget();
+        drop(queue);
+    }' ;;
     keyed_owned_async_total_takes_one)
         mutate src/keyed/mod.rs '                            let acquire = AcquireOwned::many(total, *request);' '                            let acquire = AcquireOwned::many(total, Request::permits(1));' ;;
     keyed_weighted_total_takes_one)

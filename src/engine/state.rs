@@ -315,6 +315,17 @@ impl WakeList {
             wake.wake();
         }
     }
+
+    /// Calls the wake collected, consuming the list without its drop glue (the list is
+    /// empty once its wake is taken, so its `Drop` would have nothing to deliver). Call it
+    /// after unlocking.
+    fn wake_all_and_forget(mut self) {
+        let wake = self.wake.take();
+        core::mem::forget(self);
+        if let Some(wake) = wake {
+            wake.wake();
+        }
+    }
 }
 
 impl Drop for WakeList {
@@ -1202,7 +1213,7 @@ impl Semaphore {
 
     /// A release that found waiters: drains and wakes. The common case, one round that
     /// grants one waiter, is written out here (no call but the drain's, and no drop glue
-    /// for the wake list, which `wake_all` left empty); more rounds go to
+    /// for the wake list: [`WakeList::wake_all_and_forget`]); more rounds go to
     /// [`drain_and_wake`](Self::drain_and_wake).
     #[cold]
     #[inline(never)]
@@ -1215,12 +1226,7 @@ impl Semaphore {
             return self.drain_and_wake(self.list.queue.lock(), &mut wakes);
         }
         drop(queue);
-        let wake = wakes.wake.take();
-        // Empty now: its `Drop`, which delivers a wake left by a panic, has nothing to do.
-        core::mem::forget(wakes);
-        if let Some(wake) = wake {
-            wake.wake();
-        }
+        wakes.wake_all_and_forget();
     }
 
     /// Drains under `queue`, then wakes whom the drain granted after unlocking, as many
