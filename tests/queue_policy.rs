@@ -255,17 +255,28 @@ fn sheddable_calls_leave_the_headroom_free() {
 }
 
 #[test]
-fn a_default_try_acquire_does_not_barge_past_a_sheddable_waiter() {
-    let bulkhead = Bulkhead::new("headroom", headroom(2, 1));
+fn a_default_try_acquire_finds_the_headroom_past_a_sheddable_waiter() {
+    // Issue 29: the headroom is kept for default and critical calls, so a default try takes
+    // it past a sheddable waiter, as a default waiting acquire always did (it is served
+    // before that waiter); it used to be refused with the slot free. A default try never
+    // overtakes a default waiter (see `fifo.rs`).
+    let bulkhead = Bulkhead::new("headroom", headroom(3, 1));
     let a = bulkhead.try_acquire().unwrap();
+    let b = bulkhead.try_acquire().unwrap();
     let mut shed = Waiter::queue(bulkhead.acquire_many_async(Criticality::Sheddable));
-    // One permit free, held back from the sheddable waiter: a plain try refuses (it never
-    // overtakes a waiter), a critical try takes it.
-    assert_eq!(bulkhead.try_acquire().unwrap_err().reason(), RejectReason::Full);
+    // One permit free, held back from the sheddable waiter (1 + 1 needed): a plain try
+    // takes it, and then a critical try finds nothing.
+    let d = bulkhead.try_acquire().expect("the headroom is for default calls");
+    assert_eq!(
+        bulkhead.try_acquire_many(Criticality::Critical).unwrap_err().reason(),
+        RejectReason::Full
+    );
+    drop(d);
     let c = bulkhead.try_acquire_many(Criticality::Critical).unwrap();
     drop((a, c));
     drop(shed.outcome().unwrap());
-    common::assert_quiescent(&bulkhead, 2);
+    drop(b);
+    common::assert_quiescent(&bulkhead, 3);
 }
 
 #[test]
@@ -302,10 +313,30 @@ fn change_config_switches_the_order_of_queued_waiters() {
 
 #[test]
 fn change_config_lowering_the_headroom_admits_a_sheddable_waiter() {
-    let bulkhead = Bulkhead::new("lower", headroom(2, 2));
+    let bulkhead = Bulkhead::new("lower", headroom(3, 2));
+    let held = bulkhead.try_acquire().unwrap();
+    // 2 free, a sheddable call needs 1 + 2: it waits.
     let mut shed = Waiter::queue(bulkhead.acquire_many_async(Criticality::Sheddable));
-    bulkhead.change_config(headroom(2, 1));
+    bulkhead.change_config(headroom(3, 1));
     drop(shed.outcome().unwrap());
+    drop(held);
+    common::assert_quiescent(&bulkhead, 3);
+}
+
+#[test]
+fn a_sheddable_request_that_the_headroom_leaves_no_room_for_is_refused_not_queued() {
+    // Issue 29: at limit 2 with a headroom of 2, no sheddable call can ever be granted; it
+    // used to queue and hold every default try_acquire back with both slots free.
+    let bulkhead = Bulkhead::new("no_room", headroom(2, 2));
+    let (_, waker) = CountingWaker::new();
+    let mut shed = bulkhead.acquire_many_async(Criticality::Sheddable);
+    match poll_once(&mut shed, &waker) {
+        Poll::Ready(Err(e)) => assert_eq!(e.reason(), RejectReason::ExceedsLimit),
+        other => panic!("refused at once, got {other:?}"),
+    }
+    let both = bulkhead.try_acquire_many(2).expect("nobody waits: both slots free");
+    drop(both);
+    common::assert_quiescent(&bulkhead, 2);
 }
 
 #[test]

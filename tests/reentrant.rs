@@ -50,6 +50,9 @@ fn hang_guard(name: &str, f: impl FnOnce() + Send + 'static) {
 
 /// Nothing in flight, nobody queued, every permit back.
 fn assert_quiescent(bulkhead: &Bulkhead, limit: usize) {
+    if let Err(violation) = bulkhead.check_work_conservation() {
+        panic!("work conservation violated at quiescence: {violation}");
+    }
     let metrics = bulkhead.metrics();
     assert_eq!(metrics.available_concurrent_calls(), limit, "a permit was lost or duplicated");
     assert_eq!(metrics.in_flight_calls(), 0);

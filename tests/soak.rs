@@ -18,7 +18,9 @@
 //!
 //! End invariants: the listeners saw exactly one `CallRejected` per refusal a caller saw,
 //! one `CallPermitted` and one `CallFinished` per permit a caller got; after the last change:
-//! available == limit, in flight 0, waiting 0, and a fresh `try_acquire` succeeds.
+//! work conservation holds (`Bulkhead::check_work_conservation`), available == limit, in
+//! flight 0, waiting 0, and a fresh `try_acquire` succeeds. Some async acquires are first
+//! polled with a waker that panics in `wake` (issue 29): nothing may notice but the panic hook.
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -43,6 +45,15 @@ fn quiet_deliberate_panics() {
             }
         }));
     });
+}
+
+/// A waker whose `wake` panics with the soak's quiet payload.
+struct PanickingWaker;
+
+impl std::task::Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        std::panic::panic_any(SoakPanic);
+    }
 }
 
 /// xorshift64*: a small, seedable generator, one per worker.
@@ -184,7 +195,30 @@ fn sync_worker(s: &Soak, seed: u64) {
     let b = &*s.bulkhead;
     while !s.stop.load(SeqCst) {
         s.out.ops.fetch_add(1, SeqCst);
-        match rng.below(6) {
+        match rng.below(7) {
+            6 => {
+                // Issue 29: an async acquire first polled with a waker that panics in `wake`
+                // (as a hostile executor's might), then driven by `block_on` with its own.
+                // Whoever wakes the first waker (a release, the timer, a config change)
+                // contains the panic and serves everyone else.
+                let mut acquire = Box::pin(b.acquire_async());
+                let panicking = std::task::Waker::from(Arc::new(PanickingWaker));
+                let first = acquire.as_mut().poll(&mut Context::from_waker(&panicking));
+                drop(panicking);
+                let result = match first {
+                    Poll::Ready(result) => result,
+                    Poll::Pending => futures::executor::block_on(acquire),
+                };
+                match result {
+                    Ok(p) => {
+                        let h = s.hold();
+                        hold_sync(&mut rng);
+                        drop(h);
+                        drop(p);
+                    }
+                    Err(e) => s.refused(&e, None),
+                }
+            }
             0 => match b.try_acquire() {
                 Ok(p) => {
                     let h = s.hold();
@@ -502,7 +536,10 @@ fn run_soak(duration: Duration, sync_threads: usize, async_tasks: usize) {
         "TooManyWaiting"
     );
 
-    // At rest, after the last change: every permit is back.
+    // At rest, after the last change: work conserving (issue 29), every permit back.
+    if let Err(violation) = s.bulkhead.check_work_conservation() {
+        panic!("work conservation at rest: {violation}");
+    }
     let last = s.bulkhead.config();
     let limit = last.max_concurrent_calls();
     let m = s.bulkhead.metrics();

@@ -200,3 +200,28 @@ fn tracing_zero_limit_in_a_loaded_file_is_a_warning() {
     assert_eq!(events[0].fields["bulkhead"], "bank");
     assert!(events[0].fields["message"].contains("refuse every call"), "{events:?}");
 }
+
+/// Issue 29: a waker that panics in `wake`, woken by a release on this thread, is contained
+/// and reported as one ERROR event (target `bulkhead`) naming where it panicked and its
+/// message; the release goes on (the waiter holds its grant).
+#[test]
+fn tracing_a_contained_waker_panic_is_an_error_event() {
+    use std::task::{Poll, Wake, Waker};
+    struct Panicking;
+    impl Wake for Panicking {
+        fn wake(self: Arc<Self>) {
+            panic!("this waker panics");
+        }
+    }
+    let bulkhead = Bulkhead::new("tr-panic", limit_wait(1, LONG_WAIT));
+    let held = bulkhead.try_acquire().unwrap();
+    let waker = Waker::from(Arc::new(Panicking));
+    let mut acquire = bulkhead.acquire_async();
+    assert!(poll_once(&mut acquire, &waker).is_pending());
+    let events = captured(|| drop(held));
+    let errors: Vec<_> = events.iter().filter(|e| e.level == Level::ERROR).collect();
+    assert_eq!(errors.len(), 1, "{events:?}");
+    assert_eq!(errors[0].fields["panicked_in"], "a waker's wake");
+    assert_eq!(errors[0].fields["panic"], "this waker panics");
+    assert!(matches!(poll_once(&mut acquire, &waker), Poll::Ready(Ok(_))));
+}

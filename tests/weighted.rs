@@ -422,18 +422,20 @@ fn shrink_refuses_a_waiting_sync_head_above_the_new_limit() {
 }
 
 #[test]
-fn waiter_deeper_than_the_head_is_judged_when_it_reaches_the_head() {
+fn a_waiter_deeper_than_the_head_that_a_shrink_leaves_unable_to_fit_is_refused_at_once() {
+    // Issue 29 (work conservation): a request that can never be granted under the current
+    // limit is refused as soon as the limit moves, wherever it stands in the queue; it used
+    // to wait until it reached the head. Growth later admits new requests, not it.
     let bulkhead = waiting(4);
     let all = bulkhead.try_acquire_many(4).unwrap();
     let one = Waiter::queue(&bulkhead, 1);
     let three = Waiter::queue(&bulkhead, 3);
     bulkhead.change_config(limit_wait(2, LONG_WAIT));
-    assert!(!three.woken(), "not at the head yet");
-    // Growth before it reaches the head makes its request valid again.
+    three.refused(RejectReason::ExceedsLimit);
+    assert!(!one.woken(), "the head for 1 fits the new limit: it waits");
     bulkhead.change_config(limit_wait(8, LONG_WAIT));
     let one = one.granted();
-    let three = three.granted();
-    drop((all, one, three));
+    drop((all, one));
     assert_quiescent(&bulkhead, 8);
 }
 
@@ -641,16 +643,19 @@ fn default_config_admits_a_batch_of_its_whole_limit() {
 /// head above the limit with nothing in flight: no release will ever come, so the head's
 /// withdrawal must refuse it at once.
 #[test]
-fn head_leaving_refuses_a_new_head_above_a_shrunk_limit() {
+fn a_shrink_to_zero_refuses_weighted_waiters_and_pauses_the_rest() {
+    // A limit of 0 pauses: a waiter for 1 waits for growth; a waiter for 3 can never be
+    // granted under it and is refused at once (issue 29: it used to wait for the head to
+    // leave), whether it stood behind the head or not.
     let bulkhead = waiting(3);
     let all = bulkhead.try_acquire_many(3).unwrap();
     let one = Waiter::queue(&bulkhead, 1);
     let three = Waiter::queue(&bulkhead, 3);
     bulkhead.change_config(limit_wait(0, LONG_WAIT));
-    drop(all);
-    assert!(!one.woken() && !three.woken(), "limit 0: the head for 1 waits for growth");
-    drop(one);
     three.refused(RejectReason::ExceedsLimit);
+    drop(all);
+    assert!(!one.woken(), "limit 0: the head for 1 waits for growth");
+    drop(one);
     assert_quiescent(&bulkhead, 0);
 }
 

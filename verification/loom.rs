@@ -669,3 +669,66 @@ mod policy {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Where features meet (issue 29): `scenarios_junctions.rs`.
+// ---------------------------------------------------------------------------------------
+
+#[path = "scenarios_junctions.rs"]
+mod scenarios_junctions;
+
+/// Filter with `junctions::` to run only these.
+mod junctions {
+    use super::{run_model, scenarios_junctions};
+
+    /// Weights x timer: a timed-out weighted head whose future is never polled again; the
+    /// slot it held back goes to the thread waiting behind it.
+    #[test]
+    fn timed_out_weighted_head_unpolled_serves_the_thread_behind() {
+        run_model("junctions::timed_out_weighted_head_unpolled_serves_the_thread_behind", || {
+            scenarios_junctions::timed_out_weighted_head_unpolled_serves_the_waiter_behind(false)
+        });
+    }
+
+    /// The same, with a task behind it (its own sleep never fires).
+    #[test]
+    fn timed_out_weighted_head_unpolled_serves_the_task_behind() {
+        run_model("junctions::timed_out_weighted_head_unpolled_serves_the_task_behind", || {
+            scenarios_junctions::timed_out_weighted_head_unpolled_serves_the_waiter_behind(true)
+        });
+    }
+
+    /// Headroom x shrink: a sheddable request racing a shrink that leaves it unable to fit.
+    #[test]
+    fn shrink_racing_sheddable_enqueue_refuses_what_cannot_fit() {
+        run_model(
+            "junctions::shrink_racing_sheddable_enqueue_refuses_what_cannot_fit",
+            scenarios_junctions::shrink_racing_sheddable_enqueue_refuses_what_cannot_fit,
+        );
+    }
+
+    /// Drain x close x release, blocking drain wait queued before `close`.
+    #[test]
+    fn drain_waiter_queued_before_close_sees_the_last_calls_writes_sync() {
+        run_model("junctions::drain_waiter_queued_before_close_sync", || {
+            scenarios_junctions::drain_waiter_queued_before_close_sees_the_last_calls_writes(false)
+        });
+    }
+
+    /// Drain x close x release, `drained()` polled (queued) before `close`.
+    #[test]
+    fn drain_waiter_queued_before_close_sees_the_last_calls_writes_async() {
+        run_model("junctions::drain_waiter_queued_before_close_async", || {
+            scenarios_junctions::drain_waiter_queued_before_close_sees_the_last_calls_writes(true)
+        });
+    }
+
+    /// A panicking waker x a release batch.
+    #[test]
+    fn panicking_waker_in_a_release_batch_serves_the_rest() {
+        run_model(
+            "junctions::panicking_waker_in_a_release_batch_serves_the_rest",
+            scenarios_junctions::panicking_waker_in_a_release_batch_serves_the_rest,
+        );
+    }
+}

@@ -152,8 +152,14 @@ MUTANTS=(
     classes_served_lowest_first
     keyed_owned_async_total_takes_one
     keyed_weighted_total_takes_one
+    unfit_ignores_headroom
+    enqueue_misses_shrink_after_look
+    drain_completes_drainers_relaxed
+    waker_panic_escapes
+    default_try_ignores_headroom
+    wait_drained_zero_checks_after_queueing
 )
-ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed adaptive_push_tail_relaxed "
+ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed adaptive_push_tail_relaxed drain_completes_drainers_relaxed "
 
 describe() {
     case $1 in
@@ -210,13 +216,19 @@ describe() {
     drain_grants_head_one_permit) echo "weighted: a drain takes 1 permit for a request of n (permits created on release)" ;;
     try_acquire_many_barges) echo "weighted: try_acquire_many ignores WAITERS (barges past a queued head)" ;;
     shrink_skips_drain) echo "weighted: a shrink with waiters queued does not drain (a head above the new limit waits for ever)" ;;
-    drain_never_refuses_above_limit) echo "weighted: a drain never refuses a head above the limit" ;;
-    timed_out_weighted_owes_no_drain) echo "weighted: a head withdrawn by the timer leaves the waiters behind it unserved" ;;
+    drain_never_refuses_above_limit) echo "weighted: a drain never refuses a waiter above the limit (issue 29: re-pointed at refuse_unfit, which now refuses wherever the waiter stands)" ;;
+    timed_out_weighted_owes_no_drain) echo "weighted: a head withdrawn by the timer leaves the waiters behind it unserved (issue 29: re-pointed at the drain the expiry itself now runs)" ;;
     evicted_waiter_not_woken) echo "policy: a full LIFO queue evicts its oldest waiter without waking it (it waits for ever)" ;;
     sheddable_fast_path_ignores_headroom) echo "policy: a sheddable try takes the permits kept for critical and default calls" ;;
     queue_ignores_headroom) echo "policy: the queue (enqueue and drain) admits a sheddable waiter into the headroom" ;;
     classes_served_lowest_first) echo "policy: the drain serves the lowest class first (sheddable before critical)" ;;
-    owed_drain_wakes_under_lock) echo "weighted: the drain a timed-out weighted head owes wakes the granted waiters under the queue lock" ;;
+    owed_drain_wakes_under_lock) echo "weighted: the drain after the timer withdrew a weighted head wakes the granted waiters under the queue lock" ;;
+    unfit_ignores_headroom) echo "issue 29: whether a request can ever fit ignores the sheddable headroom (a sheddable request for 3 at limit 4, headroom 2, queues for ever)" ;;
+    enqueue_misses_shrink_after_look) echo "issue 29: an enqueue does not look at the limit its flag-raising RMW saw (a shrink between its look and the flag leaves an unfit waiter queued)" ;;
+    drain_completes_drainers_relaxed) echo "issue 29: the drain that completes drain waiters reads the word Relaxed (a waiter queued before close misses the last call's writes)" ;;
+    waker_panic_escapes) echo "issue 29: a waker's panic in wake() unwinds through the waking call (the rest of a release batch, close, the timer thread)" ;;
+    default_try_ignores_headroom) echo "issue 29: a default try_acquire is refused the free headroom slots while a sheddable caller waits" ;;
+    wait_drained_zero_checks_after_queueing) echo "issue 29: wait_drained(ZERO) runs the async-context check after queueing (panics, leaks its drain slot)" ;;
     release_wakes_under_lock) echo "a release that found waiters wakes the waiter it granted before unlocking the queue (stop 27's one-round release_slow)" ;;
     adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
     adaptive_fold_skips_recheck) echo "adaptive (issue 21): a fold's holder does not look for requests made while it held the lock (a failure whose try_lock failed waits for an unrelated fold)" ;;
@@ -238,11 +250,11 @@ apply() {
         }
         prev' '        prev' ;;
     withdraw_ignores_grant)
-        mutate src/engine/state.rs '            ended => (ended.outcome(), ended == SlotState::TimedOut),' '            ended => (ended.outcome().filter(|outcome| *outcome != Outcome::Granted), false),' ;;
+        mutate src/engine/state.rs '            ended => (ended.outcome(), false),' '            ended => (ended.outcome().filter(|outcome| *outcome != Outcome::Granted), false),' ;;
     waiters_flag_cleared_with_waiter_left)
         mutate src/engine/state.rs 'if queue.live == 0 && !self.load().is_closed() {' 'if queue.live <= 1 && !self.load().is_closed() {' ;;
     enqueue_skips_drain_after_flag)
-        mutate src/engine/state.rs '        } else if prev.available() <= 0 {' '        } else if true {' ;;
+        mutate src/engine/state.rs '        } else if prev.available() <= 0 && !prev.cannot_fit(queue.required(need, class)) {' '        } else if true {' ;;
     dropped_async_forgets_grant)
         mutate src/bulkhead/future.rs '            bulkhead.sem().release_many(permits);
 ' '' ;;
@@ -288,7 +300,9 @@ apply() {
         }
         drop(current);' ;;
     drained_relaxed)
-        mutate src/engine/state.rs 'let word = Word(self.state.load(Ordering::Acquire));' 'let word = Word(self.state.load(Ordering::Relaxed));' ;;
+        mutate src/engine/state.rs '        let word = Word(self.state.load(Ordering::Acquire));
+        if word.is_closed() && word.in_flight() == 0 {' '        let word = Word(self.state.load(Ordering::Relaxed));
+        if word.is_closed() && word.in_flight() == 0 {' ;;
     drain_grants_after_close)
         mutate src/engine/state.rs '            if word.is_closed() {
                 return None; // closed' '            if false {
@@ -382,9 +396,9 @@ apply() {
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
         let key_permit = KeyedPermit::key_slot(bulkhead, mark);' ;;
     keyed_evicts_by_metrics)
-        mutate src/keyed/mod.rs '    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())' '    closed || bulkhead.sem().is_idle_acquire()' ;;
+        mutate src/keyed/mod.rs '    Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()' '    bulkhead.sem().is_idle_acquire()' ;;
     keyed_evicts_without_acquire)
-        mutate src/keyed/mod.rs '    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())' '    Arc::strong_count(bulkhead) == 1 && (closed || true)' ;;
+        mutate src/keyed/mod.rs '    Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()' '    Arc::strong_count(bulkhead) == 1' ;;
     keyed_bound_without_reservation)
         mutate src/keyed/mod.rs '            match self.live.compare_exchange(live, live + 1, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return true,
@@ -394,7 +408,7 @@ apply() {
     keyed_closed_full_map_too_many_keys)
         mutate src/keyed/mod.rs '            if shard.closed || self.closed.load(Ordering::Relaxed) {' '            if (shard.closed || self.closed.load(Ordering::Relaxed)) && self.live_keys() < self.max_keys {' ;;
     keyed_closed_key_never_idle)
-        mutate src/keyed/mod.rs '    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())' '    Arc::strong_count(bulkhead) == 1 && (!closed && bulkhead.sem().is_idle_acquire())' ;;
+        mutate src/engine/state.rs '        word.in_flight() == 0 && (!word.has_waiters() || word.is_closed())' '        word.in_flight() == 0 && !word.has_waiters()' ;;
     keyed_same_key_reserves_before_lookup)
         mutate src/keyed/mod.rs '            let mut shard = self.shard(hash).lock();
             if let Some(entry) = shard.table.find(hash, |e| *e.key == *key) {
@@ -419,10 +433,12 @@ apply() {
     keyed_owned_async_skips_total)
         mutate src/keyed/mod.rs '                    Ok(key) => match total.take() {' '                    Ok(key) => match total.take().filter(|_| false) {' ;;
     adaptive_releases_before_recording)
-        mutate src/bulkhead/mod.rs '        if let Some(hook) = self.hook.get() {
-            hook.finished(self, mark);
+        mutate src/bulkhead/mod.rs '            hook.finished(self, mark);
+            core::mem::forget(guard);
         }
-        self.sem.release_many(permits);' '        self.sem.release_many(permits);
+        self.sem.release_many(permits);' '            core::mem::forget(guard);
+        }
+        self.sem.release_many(permits);
         if let Some(hook) = self.hook.get() {
             hook.finished(self, mark);
         }' ;;
@@ -436,7 +452,7 @@ apply() {
     dropped_weighted_returns_one)
         mutate src/bulkhead/future.rs '            bulkhead.sem().release_many(permits);' '            bulkhead.sem().release_many(1);' ;;
     release_serves_one_waiter)
-        mutate src/engine/state.rs '            return self.drain_and_wake(self.list.queue.lock(), &mut wakes);' '            return;' ;;
+        mutate src/engine/state.rs '            return self.drain_and_wake(self.queue.lock(), &mut wakes);' '            return;' ;;
     drain_grants_on_any_free_permit)
         mutate src/engine/state.rs 'if word.available() < required {' 'if word.available() < 1 {' ;;
     drain_grants_head_one_permit)
@@ -446,9 +462,11 @@ apply() {
     shrink_skips_drain)
         mutate src/engine/state.rs 'new.has_waiters() && (new.available() > 0 || new.limit() < word.limit())' 'new.has_waiters() && new.available() > 0' ;;
     drain_never_refuses_above_limit)
-        mutate src/engine/state.rs '            if word.exceeds_limit(need) {' '            if false && word.exceeds_limit(need) {' ;;
+        mutate src/engine/state.rs '        if word.is_closed() || queue.max_required <= word.limit() as i64 {' '        if true {' ;;
     timed_out_weighted_owes_no_drain)
-        mutate src/engine/state.rs '        let owed = outcome == Outcome::TimedOut;' '        let owed = false;' ;;
+        mutate src/engine/state.rs '        if expired {
+            self.drain_and_wake(queue, &mut WakeList::default());' '        if false {
+            self.drain_and_wake(queue, &mut WakeList::default());' ;;
     evicted_waiter_not_woken)
         mutate src/engine/state.rs '        Some(self.end(last, SlotState::Evicted))' '        drop(self.end(last, SlotState::Evicted));
         Some(None)' ;;
@@ -459,22 +477,46 @@ apply() {
     classes_served_lowest_first)
         mutate src/engine/state.rs '        self.occupied.trailing_zeros() as usize' '        7 - self.occupied.leading_zeros() as usize' ;;
     owed_drain_wakes_under_lock)
-        mutate src/engine/state.rs '        if owed {
+        mutate src/engine/state.rs '        if expired {
             self.drain_and_wake(queue, &mut WakeList::default());
         } else {
             drop(queue);
-        }
-        outcome' '        if owed {
+        }' '        if expired {
             let mut queue = queue;
             let mut wakes = WakeList::default();
             while self.drain(&mut queue, &mut wakes) {
                 wakes.wake_all();
             }
             wakes.wake_all();
+            drop(queue);
         } else {
             drop(queue);
-        }
-        outcome' ;;
+        }' ;;
+    # issue 29 (work conservation and foreign panics)
+    unfit_ignores_headroom)
+        mutate src/engine/state.rs '            Err(word) if word.cannot_fit(required) => {' '            Err(word) if word.cannot_fit(i64::from(need)) => {' &&
+        mutate src/engine/state.rs '&& !prev.cannot_fit(queue.required(need, class)) {' '&& !prev.cannot_fit(i64::from(need)) {' &&
+        mutate src/engine/state.rs '                if word.is_some_and(|word| word.cannot_fit(required)) {' '                if word.is_some_and(|word| word.cannot_fit(i64::from(slot.need))) {' ;;
+    enqueue_misses_shrink_after_look)
+        mutate src/engine/state.rs '        } else if prev.available() <= 0 && !prev.cannot_fit(queue.required(need, class)) {' '        } else if prev.available() <= 0 {' ;;
+    drain_completes_drainers_relaxed)
+        mutate src/engine/state.rs '                let word = Word(self.state.load(Ordering::Acquire));' '                let word = Word(self.state.load(Ordering::Relaxed));' ;;
+    waker_panic_escapes)
+        mutate src/engine/foreign.rs '    if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| waker.wake())) {
+        contained(payload, "a waker'"'"'s wake");
+    }' '    waker.wake();' ;;
+    default_try_ignores_headroom)
+        mutate src/engine/state.rs '                if word.holds_back(1) {
+                    return self.try_acquire_first(1, Criticality::Default);' '                if false {
+                    return self.try_acquire_first(1, Criticality::Default);' &&
+        mutate src/engine/state.rs '                if word.holds_back(1) {
+                    // Free permits' '                if false {
+                    // Free permits' ;;
+    wait_drained_zero_checks_after_queueing)
+        mutate src/bulkhead/blocking.rs '        if timeout.is_zero() {
+            // A wait of zero' '        if false {
+            // A wait of zero' &&
+        mutate src/bulkhead/blocking.rs '            let leave = WithdrawOnUnwind { bulkhead: self, key };' '            let leave = ();' ;;
     release_wakes_under_lock)
         mutate src/engine/state.rs '        drop(queue);
         wakes.wake_all_and_forget();

@@ -29,6 +29,10 @@
 //! (queueing delay against a target), which a sequential model cannot drive; the engine's
 //! own tests and `tests/queue_policy.rs` cover it.
 //!
+//! Every other weighted pending acquire is polled with a waker that panics after counting its
+//! wake (issue 29): the bulkhead contains the panic, and every expectation stays the model's.
+//! After every step the engine's own work conservation check runs beside the model's.
+//!
 //! Runs under a plain `cargo test --test reference_model`; `PROPTEST_CASES` sets the number
 //! of sequences (default 512 here).
 #![cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
@@ -243,10 +247,11 @@ impl Model {
         self.free_for_many(1)
     }
 
-    /// Whether a default-class newcomer asking for `n` is granted at once by the fast path:
-    /// an empty request unless closed; otherwise open, nobody queued and `n` free.
+    /// Whether a default-class newcomer asking for `n` is granted at once: an empty request
+    /// unless closed; otherwise open, `n` free and served before everyone queued (past a
+    /// sheddable waiter's headroom, under the lock: issue 29).
     fn free_for_many(&self, n: u32) -> bool {
-        !self.closed && (n == 0 || (self.queue.is_empty() && self.available >= i64::from(n)))
+        !self.closed && self.queue.try_admits(self.available, n, Criticality::Default)
     }
 
     /// Whether a non-waiting `try_acquire_many(Request::permits(n).criticality(class))` is
@@ -258,7 +263,7 @@ impl Model {
     /// Under the queue lock, a waiting acquire that the fast path refused (open, a max wait,
     /// `n` within the limit, `n` > 0). Does not change the model.
     fn enqueue_outcome(&self, n: u32, class: Criticality) -> Enqueue {
-        self.queue.enqueue(self.available, self.config.cap, n, class)
+        self.queue.enqueue(self.available, self.config.limit as i64, self.config.cap, n, class)
     }
 
     /// Queues `waiter` after evicting `evict`, then drains.
@@ -349,17 +354,21 @@ fn evicted_waited_ok(waited: Duration, _wait: Wait) -> bool {
     waited < Duration::from_secs(60)
 }
 
-/// A waker that counts its wake-ups.
+/// A waker that counts its wake-ups, and then panics if `panics` (issue 29: a waker that
+/// panics in `wake` must take nobody else down; the model's expectations are unchanged).
 #[derive(Default)]
-struct CountingWaker(AtomicUsize);
+struct CountingWaker(AtomicUsize, bool);
 
 impl Wake for CountingWaker {
     fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, SeqCst);
+        self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.0.fetch_add(1, SeqCst);
+        if self.1 {
+            panic!("a pending acquire's waker panics in wake()");
+        }
     }
 }
 
@@ -408,7 +417,10 @@ struct Pending<'a> {
 
 impl<'a> Pending<'a> {
     fn poll(&mut self) -> Poll<Result<Permit<'a>, BulkheadFull>> {
-        self.waker = Arc::default();
+        // Every other weighted acquire (no sleep of the harness's, so only the bulkhead
+        // ever wakes it) has a waker that panics.
+        let panics = self.many.is_some() && self.id % 2 == 1;
+        self.waker = Arc::new(CountingWaker(AtomicUsize::new(0), panics));
         let waker = Waker::from(Arc::clone(&self.waker));
         self.future.as_mut().poll(&mut Context::from_waker(&waker))
     }
@@ -573,9 +585,12 @@ impl<'a> Harness<'a> {
                 let reason = if self.model.exceeded.remove(&id) {
                     RejectReason::ExceedsLimit
                 } else {
-                    let reason = RejectReason::TooManyWaiting;
-                    assert_eq!(expected, Enqueue::Refused(reason), "acquire {id} refused ({err})");
-                    reason
+                    // Under the lock: the waiter cap, or a sheddable request that the
+                    // headroom leaves no room for under this limit (issue 29).
+                    match expected {
+                        Enqueue::Refused(reason) => reason,
+                        other => panic!("acquire {id} refused ({err}), model: {other:?}"),
+                    }
                 };
                 self.expect_full(&err, reason);
             }
@@ -885,8 +900,12 @@ impl<'a> Harness<'a> {
             .map(|p| i64::from(p.many.unwrap_or(1)))
             .sum();
         assert_eq!(held + granted, limit - model.available, "permits held + granted vs. the model");
-        // The model's own invariant: after every step its next waiter cannot be served.
+        // The model's own invariant: after every step its next waiter cannot be served, and
+        // nothing queued can never fit; and the engine's, checked on the engine itself.
         assert!(model.queue.next_waits(model.available, limit), "model: next servable: {model:?}");
+        if let Err(violation) = self.bulkhead.check_work_conservation() {
+            panic!("work conservation: {violation}");
+        }
         for pending in &self.pending {
             // A queued caller the model did not serve was not woken by a grant: a waiter for
             // 2 must not wake on 1 (kotlinx PR #1553). Wakes by close, a shrink's refusal or

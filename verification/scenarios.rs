@@ -122,6 +122,7 @@ impl Occupancy {
 /// Asserts that the bulkhead is at rest: every permit back, nobody in flight or queued, and
 /// exactly `limit` permits can be taken (none lost, none created).
 pub fn assert_quiescent(bulkhead: &Bulkhead, limit: usize) {
+    assert_work_conserving(bulkhead);
     let m = bulkhead.metrics();
     assert_eq!(m.max_allowed_concurrent_calls(), limit, "limit");
     assert_eq!(m.available_concurrent_calls(), limit, "permits not all back: {m:?}");
@@ -134,6 +135,16 @@ pub fn assert_quiescent(bulkhead: &Bulkhead, limit: usize) {
     // Marked ignored: an adaptive limit learns nothing from the check's own permits.
     held.into_iter().for_each(bulkhead::Permit::ignore);
     assert_eq!(bulkhead.metrics().available_concurrent_calls(), limit);
+}
+
+/// Work conservation (design invariant 7), checked wherever a scenario knows nothing is in
+/// motion: no queued waiter could be granted from the permits free, no queued request can
+/// never be granted, and `WAITERS` is set only while someone waits.
+#[track_caller]
+pub fn assert_work_conserving(bulkhead: &Bulkhead) {
+    if let Err(violation) = bulkhead.check_work_conservation() {
+        panic!("work conservation violated at quiescence: {violation}");
+    }
 }
 
 /// Spins (yielding to the checker) until `cond` holds.
@@ -630,6 +641,7 @@ pub fn panicking_call_releases_permit(panickers: usize, callers: usize) {
 /// After `close` and the last release: closed, every permit back and none takeable, nobody
 /// in flight or queued, and a drain wait is over at once.
 pub fn assert_closed_and_drained(bulkhead: &Bulkhead, limit: usize) {
+    assert_work_conserving(bulkhead);
     let m = bulkhead.metrics();
     assert!(m.is_closed(), "not closed: {m:?}");
     assert_eq!(m.available_concurrent_calls(), limit, "permits not all back: {m:?}");

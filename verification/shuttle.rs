@@ -386,3 +386,36 @@ mod policy {
         replay_from_env(SCENARIOS);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Where features meet (issue 29): `scenarios_junctions.rs`. Filter with `junctions::`.
+// ---------------------------------------------------------------------------------------
+
+#[path = "scenarios_junctions.rs"]
+mod scenarios_junctions;
+
+mod junctions {
+    use super::*;
+
+    scenarios! {
+        timed_out_weighted_head_unpolled_serves_the_thread_behind =>
+            crate::scenarios_junctions::timed_out_weighted_head_unpolled_serves_the_waiter_behind(false);
+        timed_out_weighted_head_unpolled_serves_the_task_behind =>
+            crate::scenarios_junctions::timed_out_weighted_head_unpolled_serves_the_waiter_behind(true);
+        shrink_racing_sheddable_enqueue_refuses_what_cannot_fit =>
+            crate::scenarios_junctions::shrink_racing_sheddable_enqueue_refuses_what_cannot_fit();
+        drain_waiter_queued_before_close_sync =>
+            crate::scenarios_junctions::drain_waiter_queued_before_close_sees_the_last_calls_writes(false);
+        drain_waiter_queued_before_close_async =>
+            crate::scenarios_junctions::drain_waiter_queued_before_close_sees_the_last_calls_writes(true);
+        panicking_waker_in_a_release_batch_serves_the_rest =>
+            crate::scenarios_junctions::panicking_waker_in_a_release_batch_serves_the_rest();
+    }
+
+    /// As `replay` above, for these scenarios (`... cargo test ... junctions::replay -- --ignored`).
+    #[test]
+    #[ignore = "replays a schedule given in SHUTTLE_REPLAY_SCHEDULE"]
+    fn replay() {
+        replay_from_env(SCENARIOS);
+    }
+}

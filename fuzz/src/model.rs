@@ -477,10 +477,11 @@ impl<'a> Harness<'a> {
         self.admits_many(1)
     }
 
-    /// A default-class newcomer asking for `n` is admitted by the fast path: an empty request
-    /// always (no close here); otherwise nobody queued and `n` free.
+    /// A default-class newcomer asking for `n` is admitted: an empty request always (no
+    /// close here); otherwise `n` free and served before everyone queued (past a sheddable
+    /// waiter's headroom: see `ClassQueue::try_admits`).
     fn admits_many(&self, n: u32) -> bool {
-        n == 0 || (self.queue.is_empty() && self.available >= i64::from(n))
+        self.queue.try_admits(self.available, n, Criticality::Default)
     }
 
     /// A non-waiting classed `try_acquire_many` (see `ClassQueue::try_admits`).
@@ -491,7 +492,7 @@ impl<'a> Harness<'a> {
     /// Under the queue lock, for a waiting acquire the fast path refused (max wait not zero,
     /// `n` within the limit). Changes nothing.
     fn enqueue_outcome(&self, n: u32, class: Criticality) -> Enqueue {
-        self.queue.enqueue(self.available, self.cap, n, class)
+        self.queue.enqueue(self.available, self.limit, self.cap, n, class)
     }
 
     /// Queues `waiter` after evicting `evict` (marked, to find `Evicted` when polled), then
@@ -1094,8 +1095,12 @@ impl<'a> Harness<'a> {
         );
         assert!(
             self.queue.next_waits(self.available, self.limit),
-            "model: the next waiter is servable ({ctx})"
+            "model: the next waiter is servable, or an unfit one is queued ({ctx})"
         );
+        // The engine's own work conservation, at this quiescent point (issue 29).
+        if let Err(violation) = self.bulkhead.check_work_conservation() {
+            panic!("work conservation: {violation} ({ctx})");
+        }
 
         let m = self.bulkhead.metrics();
         assert_eq!(

@@ -12,7 +12,12 @@
 //!   its oldest under LIFO;
 //! * a newcomer of class c is **served before** a queued waiter of class q iff c < q, or
 //!   c == q under LIFO;
-//! * a request for n in the sheddable class **requires** n + headroom free, others n.
+//! * a request for n in the sheddable class **requires** n + headroom free, others n;
+//! * a request whose requirement is above the limit (and above 1: a limit of 0 pauses) **can
+//!   never fit**: refused `ExceedsLimit` before it queues, and, once queued, by the drain
+//!   that follows any change of the limit or the headroom, wherever it stands (issue 29);
+//! * a default or critical newcomer served before everyone queued takes the permits held
+//!   back for them (a sheddable waiter's headroom, a lower class): `try_admits`.
 //!
 //! Adaptive LIFO is not modelled: it switches between the two orders on the real clock.
 #![allow(dead_code)] // each including model uses its own part
@@ -112,9 +117,15 @@ impl ClassQueue {
         i64::from(n) + i64::from(headroom)
     }
 
+    /// Whether a request of `n` in `class` can never be granted at `limit`.
+    pub fn cannot_fit(&self, n: u32, class: Criticality, limit: i64) -> bool {
+        let required = self.required(n, class);
+        required > 1 && required > limit
+    }
+
     /// Whether a non-waiting `try_acquire_many(Request::permits(n).criticality(class))` on an
-    /// open bulkhead is granted: an empty request always; a critical one needs n free and to
-    /// be served before everyone queued; a default or sheddable one nobody queued and its
+    /// open bulkhead is granted: an empty request always; a critical or default one needs n
+    /// free and to be served before everyone queued; a sheddable one nobody queued and its
     /// requirement free.
     pub fn try_admits(&self, available: i64, n: u32, class: Criticality) -> bool {
         if n == 0 {
@@ -122,8 +133,8 @@ impl ClassQueue {
         }
         let free = available >= self.required(n, class);
         match class {
-            Criticality::Critical => free && self.newcomer_first(class),
-            _ => free && self.is_empty(),
+            Criticality::Sheddable => free && self.is_empty(),
+            _ => free && self.newcomer_first(class),
         }
     }
 
@@ -134,12 +145,16 @@ impl ClassQueue {
     pub fn enqueue(
         &self,
         available: i64,
+        limit: i64,
         cap: Option<usize>,
         n: u32,
         class: Criticality,
     ) -> Enqueue {
         if self.newcomer_first(class) && available >= self.required(n, class) {
             return Enqueue::Granted;
+        }
+        if self.cannot_fit(n, class, limit) {
+            return Enqueue::Refused(RejectReason::ExceedsLimit);
         }
         if cap.is_some_and(|cap| self.len() >= cap) {
             return match self.last_served() {
@@ -160,15 +175,16 @@ impl ClassQueue {
         was_next
     }
 
-    /// One step of a drain with `available` free at `limit`: takes the next waiter out if it
-    /// is served (its whole request fits) or refused (above the limit); `None` when nobody is
-    /// queued or the next waiter must wait.
+    /// One step of a drain with `available` free at `limit`: takes out a waiter that can never
+    /// fit (refused, wherever it stands), else the next waiter if it is served (its whole
+    /// request fits); `None` when nobody is queued or the next waiter must wait.
     pub fn drain_step(&mut self, available: i64, limit: i64) -> Option<(Waiter, Served)> {
+        if let Some(i) = self.waiters.iter().position(|w| self.cannot_fit(w.need, w.class, limit)) {
+            return Some((self.waiters.remove(i), Served::Exceeded));
+        }
         let i = self.next()?;
         let waiter = self.waiters[i];
-        let served = if waiter.need > 1 && i64::from(waiter.need) > limit {
-            Served::Exceeded
-        } else if available >= self.required(waiter.need, waiter.class) {
+        let served = if available >= self.required(waiter.need, waiter.class) {
             Served::Granted
         } else {
             return None;
@@ -177,12 +193,14 @@ impl ClassQueue {
         Some((waiter, served))
     }
 
-    /// The model's invariant after every step: the next waiter can be neither served nor
-    /// refused by a drain.
+    /// The model's invariant after every step (work conservation): the next waiter cannot
+    /// be served, and no queued waiter is one that can never fit.
     pub fn next_waits(&self, available: i64, limit: i64) -> bool {
-        self.next().map_or(true, |i| {
-            let Waiter { need, class, .. } = self.waiters[i];
-            !(need > 1 && i64::from(need) > limit) && available < self.required(need, class)
-        })
+        let none_unfit = self.waiters.iter().all(|w| !self.cannot_fit(w.need, w.class, limit));
+        none_unfit
+            && self.next().map_or(true, |i| {
+                let Waiter { need, class, .. } = self.waiters[i];
+                available < self.required(need, class)
+            })
     }
 }

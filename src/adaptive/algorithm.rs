@@ -113,6 +113,13 @@ pub struct Estimates {
 /// [`Gradient2`](super::Gradient2) and [`Vegas`](super::Vegas); plug your own by
 /// implementing this trait.
 ///
+/// `update` and `estimates` must not call back into the controller that runs them (the
+/// same bulkhead's [`adaptive_limit`](crate::Bulkhead::adaptive_limit) accessors, or its
+/// `change_config`): they run under the controller's lock, and such a call waits for that
+/// lock for ever. Everything they need is in their arguments. (Known limitation, issue 29:
+/// the one place where user code still runs under a lock of the crate; a panic there is
+/// contained, see below.)
+///
 /// # Examples
 ///
 /// A "halve on failure, +1 on success" algorithm:

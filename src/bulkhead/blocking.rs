@@ -35,7 +35,10 @@ impl Bulkhead {
                 return Err(self.reject(sem.load(), RejectReason::TooManyWaiting, Duration::ZERO));
             }
             Enqueued::Closed => return Err(self.refuse(sem.load())),
-            Enqueued::ExceedsLimit => return Err(self.refuse_many(sem.load(), permits)),
+            // Above the limit, or (sheddable) above the limit less the headroom.
+            Enqueued::ExceedsLimit => {
+                return Err(self.reject(sem.load(), RejectReason::ExceedsLimit, Duration::ZERO));
+            }
         };
         let outcome = self.park_on(key, deadline);
         match outcome {
@@ -87,10 +90,34 @@ impl Bulkhead {
     pub(crate) fn wait_drained_blocking(&self, timeout: Duration) -> bool {
         let sem = self.sem();
         let Some(key) = sem.wait_drained(Wake::thread()) else { return true };
-        refuse_in_async_context(self.name(), "wait_drained", timeout);
+        if timeout.is_zero() {
+            // A wait of zero never blocks, so it is never refused in an async context; its
+            // drain wait leaves the queue at once (drained meanwhile: it says so).
+            return sem.withdraw(key) == Some(Outcome::Drained);
+        }
+        {
+            // The check panics in an async context: the drain wait leaves the queue first,
+            // instead of holding its slot for good (issue 29).
+            let leave = WithdrawOnUnwind { bulkhead: self, key };
+            refuse_in_async_context(self.name(), "wait_drained", timeout);
+            core::mem::forget(leave);
+        }
         let clock = &sem.clock;
         let deadline = clock.deadline(clock.now(), timeout);
         self.park_on(key, deadline) == Some(Outcome::Drained)
+    }
+}
+
+/// Withdraws a queued wait if dropped: armed around a call that may panic after the wait
+/// queued, disarmed (forgotten) once it returned.
+struct WithdrawOnUnwind<'a> {
+    bulkhead: &'a Bulkhead,
+    key: WaitKey,
+}
+
+impl Drop for WithdrawOnUnwind<'_> {
+    fn drop(&mut self) {
+        let _ = self.bulkhead.sem().withdraw(self.key);
     }
 }
 

@@ -341,8 +341,10 @@ impl Core {
                 return self.done_with(Err(err));
             }
             Enqueued::Closed => return self.done_with(Err(bulkhead.refuse(sem.load()))),
+            // Above the limit, or (sheddable) above the limit less the headroom: it could
+            // never be granted, whatever the word says now.
             Enqueued::ExceedsLimit => {
-                let err = bulkhead.refuse_many(sem.load(), self.permits());
+                let err = bulkhead.reject(sem.load(), RejectReason::ExceedsLimit, Duration::ZERO);
                 return self.done_with(Err(err));
             }
         };

@@ -96,6 +96,19 @@ pub struct Bulkhead {
     hook: OnceLock<Box<dyn LimitHook>>,
 }
 
+/// Returns `permits` to `sem` if dropped: armed around foreign or fallible work that runs
+/// before a release, forgotten once that work returned.
+struct ReleaseOnUnwind<'a> {
+    sem: &'a Semaphore,
+    permits: u32,
+}
+
+impl Drop for ReleaseOnUnwind<'_> {
+    fn drop(&mut self) {
+        self.sem.release_many(self.permits);
+    }
+}
+
 /// [`Bulkhead::fast`]: several observers, or none.
 const FAST_NONE: usize = 0;
 /// [`Bulkhead::fast`]: the counters alone.
@@ -526,10 +539,11 @@ impl Bulkhead {
     /// waiter for 1 even while 1 or 2 slots are free, and it is granted its whole request at
     /// once (never part of it) as soon as releases or growth free `n` slots. A request above
     /// the current limit is refused at once (a request for 1 never is: at a limit of 0 it
-    /// waits for growth, as [`acquire`](Self::acquire) does); a waiter that reaches the head
-    /// of the queue
-    /// while a shrink has put the limit below its request is refused then (it would
-    /// otherwise block everyone behind it until the limit grows back).
+    /// waits for growth, as [`acquire`](Self::acquire) does); a queued waiter whose request
+    /// a shrink puts above the limit is refused then, wherever it stands in the queue (it
+    /// would otherwise block everyone behind it until the limit grows back). A sheddable
+    /// request is tested with the `sheddable_headroom` it must leave: one that could never
+    /// fit is refused with `ExceedsLimit` too, never queued.
     ///
     /// # Blocking
     ///
@@ -1245,7 +1259,12 @@ impl Bulkhead {
     #[inline(always)]
     fn release_sampled(&self, permits: u32, mark: Mark) {
         if let Some(hook) = self.hook.get() {
+            // The fold may move the limit and serve waiters (their wakes contain their own
+            // panics); should anything in it unwind regardless, the permits still go back
+            // (issue 29: nothing lost on the adaptive release).
+            let guard = ReleaseOnUnwind { sem: &self.sem, permits };
             hook.finished(self, mark);
+            core::mem::forget(guard);
         }
         self.sem.release_many(permits);
         // Ordering: Acquire — pairs with the Release store in `note_observers`. A
@@ -1329,10 +1348,7 @@ impl Bulkhead {
             0 => self.try_acquire_none(),
             n if n as usize > MAX_PERMITS => Err(self.sem.load()),
             n if class == Criticality::Sheddable => self.sem.try_acquire_sheddable(n),
-            n => match self.sem.try_acquire_many(n) {
-                Err(word) if word.holds_back(n) => self.sem.try_acquire_first(n, class),
-                taken => taken,
-            },
+            n => self.sem.try_acquire_many_as(n, class),
         }
     }
 
@@ -1525,6 +1541,28 @@ impl Bulkhead {
 
     pub(crate) fn sem(&self) -> &Semaphore {
         &self.sem
+    }
+
+    /// For checkers and tests: whether the bulkhead is work-conserving right now (design
+    /// invariant 7). Call it only when nothing is in motion on this bulkhead (no acquire,
+    /// release or poll running, no deadline due): then no waiter waits while the permits it
+    /// could be granted are free, no queued request is one that can never be granted, and
+    /// newcomers are held back only while someone waits. `Err` names the violation.
+    ///
+    /// Not part of the stable API: the model-checking scenarios, the reference model, the
+    /// fuzzers and the soak call it after every step they know to be quiescent.
+    ///
+    /// ```
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::default());
+    /// let held = bulkhead.try_acquire()?;
+    /// assert_eq!(bulkhead.check_work_conservation(), Ok(()));
+    /// # drop(held);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    #[doc(hidden)]
+    pub fn check_work_conservation(&self) -> Result<(), String> {
+        self.sem.check_work_conservation()
     }
 
     /// Moves the execution's model clock to `to` nanoseconds and wakes timed waiters.

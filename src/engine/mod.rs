@@ -7,6 +7,7 @@
 //! | `state.rs` | the state word, the FIFO waiter queue, the grant/withdraw protocol (start here: its docs are the invariants) |
 //! | `policy.rs` | what the queue does under overload: `QueueOrder` and `Criticality` (public) |
 //! | `sync.rs` | the only file that names atomics, locks, parkers and the clock: std's, or loom's and shuttle's under their cfgs |
+//! | `foreign.rs` | calling foreign code the engine must call (a task's `wake`), containing its panics |
 //! | `timer.rs` | the process-wide deadline timer of bounded async waits (public: `bulkhead::timer`) |
 //! | `model.rs` | the model clock for users who model-check their own code (public under the cfgs: `bulkhead::model`) |
 //!
@@ -17,6 +18,7 @@
 //! [`registry`](crate::registry), then [`integrations`](crate::integrations). No file
 //! imports from a layer above its own.
 
+pub(crate) mod foreign;
 #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
 #[cfg_attr(docsrs, doc(cfg(any(bulkhead_loom, bulkhead_shuttle))))]
 pub mod model;

@@ -121,12 +121,16 @@ impl fmt::Display for QueueOrder {
 ///   [`sheddable_headroom`](crate::BulkheadConfigBuilder::sheddable_headroom) permits stay
 ///   free after it: those permits are for critical and default calls alone. With sheddable
 ///   traffic alone saturating the bulkhead, critical and default calls still find that many
-///   permits.
-/// * **No barging by non-waiting calls, except critical ones.** `try_acquire` and a zero
-///   max wait refuse a default or sheddable call while anyone is queued (as without
-///   criticality). A critical `try_acquire_many` that finds permits free but held back for
-///   a queued caller of a lower class (a sheddable one below the headroom, or a weighted
-///   one needing more) takes them.
+///   permits, waiting or not, sheddable callers queued or not. A sheddable request that
+///   could never be granted (its permits plus the headroom above the limit) is refused with
+///   [`RejectReason::ExceedsLimit`](crate::RejectReason::ExceedsLimit), before it queues or,
+///   queued, as soon as a smaller limit or a larger headroom leaves it no room.
+/// * **No barging within a class; none by sheddable calls.** A non-waiting call
+///   (`try_acquire`, a zero max wait) takes what a waiting call of its class would be
+///   granted at once: it is refused while anyone of its class or a higher one is queued
+///   (under FIFO), and takes permits free but held back for a queued caller of a lower class
+///   (a sheddable one below the headroom, or a lower-class weighted one needing more). A
+///   sheddable non-waiting call is refused while anyone is queued.
 ///
 /// A bulkhead whose callers never give a criticality pays nothing for it: the default
 /// class takes the plain fast paths.

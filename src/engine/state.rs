@@ -30,10 +30,16 @@
 //!   waiter (`available <= 0` when it asks for one permit: every free permit that could
 //!   serve it went to it). Once set, `CLOSED` is never cleared, and no waiter is queued
 //!   after it.
-//! * While `WAITERS` is set no fast path takes a permit: no barging past a queued waiter.
-//!   `WAITERS` may stay set with an empty queue only while `available <= 0`, after the
-//!   deadline timer withdrew the last waiter (it does not touch the word): the next release
-//!   or growth takes the lock, finds the queue empty and clears it.
+//! * While `WAITERS` is set no fast path takes a permit: no barging past a queued waiter
+//!   (a default caller that the queue would serve first, past a sheddable or lower-class
+//!   waiter, takes held-back permits under the lock: `try_acquire_first`).
+//! * **Work conservation** (design invariant 7): between critical sections, no queued
+//!   waiter could be granted from the permits free (the next one, under its class, weight
+//!   and headroom; nobody behind it is served first), and no queued waiter is one that can
+//!   never be granted under the current limit. Whoever ends a wait (a drain, `close`, the
+//!   waiter itself, the deadline timer, an eviction) leaves the queue so, without relying on
+//!   any waiter's future being polled again. `Semaphore::check_work_conservation` checks it
+//!   for the model checkers, the fuzzers and the soak.
 //!
 //! # Weighted requests
 //!
@@ -49,15 +55,20 @@
 //!   cannot satisfy: a head waiting for 3 holds back a later waiter for 1.
 //! * **A release of k serves every waiter it can, in order,** and wakes exactly those:
 //!   the drain loops while the head's request fits in `available`.
-//! * **Above the limit.** A request above the limit is refused before it queues. A head
-//!   whose request a shrink put above the limit is refused by the next drain (`Refused`,
-//!   reported as `ExceedsLimit`); `set_limit` asks for that drain on every shrink with
-//!   waiters queued, so nothing waits behind a request that cannot be granted.
+//! * **Above the limit.** A request that can never be granted under its class (a weight
+//!   above the limit; for a sheddable one, a weight above the limit less the headroom) is
+//!   refused before it queues, under the lock. One that a shrink or a larger headroom left
+//!   unable to fit is refused by the next drain wherever it stands in the queue (`Refused`,
+//!   reported as `ExceedsLimit`; `Queue::max_required` bounds the queue's largest need, so
+//!   the drain looks only when that bound is above the limit); `set_limit` asks for that
+//!   drain on every shrink with waiters queued, `set_policy` on every change with waiters,
+//!   and an enqueue whose flag-raising read-modify-write sees a limit that shrank after it
+//!   looked drains too. Nothing waits behind, or beside, a request that cannot be granted.
 //! * **Leaving the head.** When the head withdraws, the new head may fit the permits free
 //!   (a weighted head held them back) or be above a shrunk limit: `withdraw` drains then.
-//!   The deadline timer cannot reach the state word, so the drain owed for a waiter it
-//!   withdrew is run by that waiter when it next looks at its slot (`poll_wait`,
-//!   `withdraw`: the timer woke it), or by any release or growth before that.
+//!   So does the deadline timer after it withdrew expired waiters ([`Expire::expire`]: the
+//!   core holds the word beside the queue, so the timer reaches both), and a timed-out
+//!   waiter that is never polled again owes nothing.
 //!
 //! # The rule: no foreign code under a lock
 //!
@@ -107,9 +118,13 @@
 //!   a grant either happened before the check (the poll sees it) or wakes the new waker.
 //! * **Deadlines:** a bounded async waiter's deadline is stored in its slot; the queue asks
 //!   the deadline timer (`crate::engine::timer`) to fire at its earliest deadline (the head's, while
-//!   deadlines are in queue order: `Queue::ordered`), and [`Waitlist::expire`] withdraws
-//!   what expired (`TimedOut`, decided under the lock like any other end of a wait) and
-//!   re-arms for the next. A grant and an expiry race under the lock: exactly one happens.
+//!   deadlines are in queue order: `Queue::ordered`), and [`Expire::expire`] withdraws
+//!   what expired (`TimedOut`, decided under the lock like any other end of a wait), drains
+//!   and re-arms for the next. A grant and an expiry race under the lock: exactly one
+//!   happens.
+//! * **Foreign panics:** a task's `wake` is called through `foreign::wake_task`, which
+//!   contains its panic: whoever wakes (a release, `close`, a drain, the timer thread)
+//!   finishes serving everyone else, and the panic is reported, not re-raised.
 //! * **Close:** under the lock, `fetch_or(CLOSED | WAITERS)`, then every queued waiter is
 //!   marked `Closed` and woken. `WAITERS` stays set, so every later release takes the lock;
 //!   the release that leaves no call in flight completes the drain waiters.
@@ -125,6 +140,10 @@
 //!    happens-before the woken waiter's.
 //! 3. Everything else about the queue (slots, wakers, `CLOSED` as read by the slow paths) is
 //!    ordered by the queue mutex.
+//! 4. "Drained": `wait_drained` and the drain that completes drain waiters read the word with
+//!    Acquire, pairing with the Release `fetch_add` of the last release (`close`'s
+//!    `fetch_or` continues its release sequence); the waiter reads its slot under the lock
+//!    after that drain, so every finished call's writes happen-before its next step.
 //!
 //! # The harmless race
 //!
@@ -134,15 +153,17 @@
 //! it to the oldest waiter. Metrics read in that window see one available permit. (With a
 //! weighted head the window lasts until the head's whole request is free: see above.)
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::Waker;
 
 use crossbeam_utils::CachePadded;
 
+use crate::engine::foreign::wake_task;
 use crate::engine::policy::{Criticality, QueueOrder};
 use crate::engine::sync::{
     AtomicU64, AtomicUsize, Clock, Instant, Mutex, MutexGuard, Ordering, Thread,
 };
+use crate::engine::timer::Expire;
 
 const WAITERS: u64 = 1;
 const CLOSED: u64 = 1 << 1;
@@ -237,7 +258,16 @@ impl Word {
     /// growth there.
     #[inline]
     pub(crate) fn exceeds_limit(self, n: u32) -> bool {
-        n > 1 && n as usize > self.limit()
+        self.cannot_fit(i64::from(n))
+    }
+
+    /// Whether a waiter that needs `required` permits free (its request, plus the headroom
+    /// for a sheddable one: `Queue::required`) could never be granted under this limit. As
+    /// with [`exceeds_limit`](Self::exceeds_limit), needing 1 never is (a limit of 0
+    /// pauses: such a waiter waits for growth).
+    #[inline]
+    fn cannot_fit(self, required: i64) -> bool {
+        required > 1 && required > self.limit() as i64
     }
 
     /// Whether an acquire of `n` found `n` permits free but held back for queued waiters
@@ -277,10 +307,13 @@ impl Wake {
         Wake::Task(waker.clone())
     }
 
+    /// Wakes the waiter. A task's `wake` is foreign code: its panic is contained here
+    /// ([`wake_task`]), so whoever wakes (a release, `close`, the deadline timer, a drain)
+    /// finishes serving everyone else.
     fn wake(self) {
         match self {
             Wake::Thread(thread) => thread.unpark(),
-            Wake::Task(waker) => waker.wake(),
+            Wake::Task(waker) => wake_task(waker),
         }
     }
 }
@@ -497,6 +530,10 @@ struct Queue {
     above_since: Option<Instant>,
     /// Permits a sheddable waiter must leave free (`sheddable_headroom`).
     headroom: u32,
+    /// At least the largest `required` of a queued waiter (an upper bound: not lowered when
+    /// waiters leave, only when [`Queue::pop_unfit`] finds nobody to refuse). While it is
+    /// above the limit, the drain looks for waiters that can never be granted.
+    max_required: i64,
     /// Bit `c` set: `lists[c]` holds a waiter (so finding the next waiter is one
     /// `trailing_zeros`, not a walk over the classes).
     occupied: u8,
@@ -528,6 +565,7 @@ impl Queue {
             standing: false,
             above_since: None,
             headroom: 0,
+            max_required: 0,
             occupied: 0,
             newest: false,
             adaptive: false,
@@ -699,6 +737,7 @@ impl Queue {
             SlotState::Queued => {
                 self.link_back(class.index(), index);
                 self.live += 1;
+                self.max_required = self.max_required.max(self.required(need, class));
                 if let Some(deadline) = deadline {
                     self.timed += 1;
                     if self.max_deadline.is_some_and(|latest| deadline < latest) {
@@ -860,6 +899,51 @@ impl Queue {
         (0..DRAINERS).find_map(|list| self.pop_front(list, state))
     }
 
+    /// Takes the first queued waiter that can never be granted under `word`'s limit out of
+    /// the queue (`Refused`, reported as `ExceedsLimit`) and returns its wake; `None` when
+    /// there is none, after lowering `max_required` to the true largest `required`.
+    ///
+    /// Work conservation: a waiter that can never be granted (a weight above the limit, or
+    /// above the limit less the headroom for a sheddable one) is refused wherever it stands
+    /// in the queue, at once, not when it reaches the head; so it never holds up the waiters
+    /// behind it, nor keeps `WAITERS` set against newcomers while slots are free.
+    #[cold]
+    #[inline(never)]
+    fn pop_unfit(&mut self, word: Word) -> Option<Option<Wake>> {
+        match self.scan_required(Some(word)) {
+            (Some(index), _) => Some(self.end(index, SlotState::Refused)),
+            (None, largest) => {
+                self.max_required = largest;
+                None
+            }
+        }
+    }
+
+    /// `max_required` made exact (after the headroom changed).
+    fn recompute_max_required(&mut self) {
+        self.max_required = self.scan_required(None).1;
+    }
+
+    /// Walks every queued waiter: the first (in class, then arrival order) that can never be
+    /// granted under `word`'s limit, if a word is given, else none; and the largest
+    /// `required` among those walked (all of them when none was found).
+    fn scan_required(&self, word: Option<Word>) -> (Option<u32>, i64) {
+        let mut largest = 0;
+        for list in 0..DRAINERS {
+            let mut index = self.lists[list].head;
+            while index != NIL {
+                let slot = &self.slots[index as usize];
+                let required = self.required_in(slot.need, list);
+                if word.is_some_and(|word| word.cannot_fit(required)) {
+                    return (Some(index), required);
+                }
+                largest = largest.max(required);
+                index = slot.next;
+            }
+        }
+        (None, largest)
+    }
+
     /// Adaptive LIFO, at `now`: samples the age of the oldest waiter (does the queue stand?)
     /// and, while it stands, takes out the first waiter older than the target (`Evicted`),
     /// returning its wake. `None` when nobody is to be evicted (or the order is not
@@ -916,18 +1000,15 @@ impl Queue {
     }
 
     /// The outcome if the wait in `key`'s slot ended (the slot is then freed), `None` while
-    /// it is still waiting; and whether the queue owes a drain: a waiter that the timer
-    /// withdrew may have been the head, and the timer (it cannot reach the state word) left
-    /// the new head unserved (a weighted head may have held back permits free for it) or
-    /// unrefused (above a shrunk limit), and `WAITERS` set if the queue is empty.
+    /// it is still waiting. Whoever ended the wait (a drain, `close`, the deadline timer) left
+    /// the queue served, so a finished waiter owes nothing.
     #[inline(always)]
-    fn finish(&mut self, key: WaitKey) -> Option<(Outcome, bool)> {
+    fn finish(&mut self, key: WaitKey) -> Option<Outcome> {
         let outcome = self.slot(key).state.outcome()?;
-        let owed = outcome == Outcome::TimedOut;
         // A finished slot's wake was taken by whoever finished it.
         let wake = self.free(key);
         debug_assert!(wake.is_none(), "a finished slot keeps no wake");
-        Some((outcome, owed))
+        Some(outcome)
     }
 
     /// Returns a slot to the free list, and the wake it still held: the caller drops that
@@ -972,71 +1053,53 @@ pub(crate) enum Enqueued {
     Closed,
 }
 
-/// The counting semaphore under every bulkhead.
+/// The counting semaphore under every bulkhead: a handle to its [`Core`], which the
+/// deadline timer reaches through a `Weak` (so a withdrawal by the timer can serve the queue
+/// as a withdrawal by the waiter itself would: it needs the state word as much as the queue).
 #[derive(Debug)]
-pub(crate) struct Semaphore {
+pub(crate) struct Semaphore(Arc<Core>);
+
+impl core::ops::Deref for Semaphore {
+    type Target = Core;
+
+    #[inline(always)]
+    fn deref(&self) -> &Core {
+        &self.0
+    }
+}
+
+/// The state word, the waiter queue and what the deadline timer needs beside them, behind an
+/// `Arc` so the timer can hold a `Weak` to it: no strong reference to any bulkhead, and a
+/// bulkhead that is dropped while the timer is armed for it costs the timer one failed
+/// upgrade.
+#[derive(Debug)]
+pub(crate) struct Core {
     /// The state word; see the module docs. Padded so rejections, which only read it, do not
     /// share a cache line with the mutex or the configuration.
     state: CachePadded<AtomicU64>,
-    /// The waiter queue, shared with the deadline timer (which holds it by a `Weak`).
-    list: Arc<Waitlist>,
+    /// The waiter queue.
+    queue: Mutex<Queue>,
+    /// `queue.live`, mirrored for lock-free metrics.
+    waiting: AtomicUsize,
     /// The clock deadlines are measured on (the model clock under loom and shuttle).
     pub(crate) clock: Clock,
     /// `Queue::headroom`, mirrored for the sheddable fast path.
     headroom: AtomicUsize,
+    /// This core, for the deadline timer (which holds it by a `Weak`).
+    this: Weak<Core>,
 }
 
-/// The queue and what the deadline timer needs beside it, behind an `Arc` so the timer can
-/// hold a `Weak` to it: no strong reference to any bulkhead, and a bulkhead that is dropped
-/// while the timer is armed for it costs the timer one failed upgrade.
-#[derive(Debug)]
-pub(crate) struct Waitlist {
-    queue: Mutex<Queue>,
-    /// `queue.live`, mirrored for lock-free metrics.
-    waiting: AtomicUsize,
-}
-
-impl Waitlist {
+impl Core {
     fn publish_waiting(&self, queue: &Queue) {
         // Ordering: Relaxed — a metric mirror of `queue.live`.
         self.waiting.store(queue.live, Ordering::Relaxed);
     }
 
-    /// The timer fired for this queue at `fired`: withdraws every queued waiter whose timer
-    /// deadline is at or before `now`, wakes each after unlocking, and asks the timer to fire
-    /// again at the earliest deadline left.
-    ///
-    /// A waiter withdrawn here is out of the queue, so no drain can grant it; it finds
-    /// `TimedOut` when it next polls. If it was the last waiter, `WAITERS` stays set (the
-    /// timer does not reach the state word): harmless, because with a waiter queued
-    /// `available <= 0`, so no permit is free for a fast path to miss, and the next release
-    /// or growth takes the lock, finds the queue empty and clears the flag. A weighted waiter
-    /// withdrawn here may leave permits free (fewer than it asked for) with `WAITERS` set:
-    /// every waiter withdrawn here runs the drain it owes when it finds `TimedOut` (see
-    /// "Weighted requests").
-    pub(crate) fn expire(self: &Arc<Self>, fired: Instant, now: Instant) {
-        let mut queue = self.queue.lock();
-        if queue.armed == Some(fired) {
-            queue.armed = None;
-        }
-        while let Some(wake) = queue.pop_expired(now) {
-            self.publish_waiting(&queue);
-            drop(queue);
-            if let Some(wake) = wake {
-                wake.wake();
-            }
-            queue = self.queue.lock();
-        }
-        let earliest = queue.earliest_deadline();
-        let rearm = Self::arm(&mut queue, earliest);
-        drop(queue);
-        self.schedule(rearm);
-    }
-
     /// After unlocking: asks the timer to fire at `at`, if `arm` said it must.
-    fn schedule(self: &Arc<Self>, at: Option<Instant>) {
+    fn schedule(&self, at: Option<Instant>) {
         if let Some(at) = at {
-            crate::engine::timer::schedule(at, Arc::downgrade(self));
+            let this: Weak<dyn Expire> = self.this.clone();
+            crate::engine::timer::schedule(at, this);
         }
     }
 
@@ -1052,20 +1115,59 @@ impl Waitlist {
     }
 }
 
+impl Expire for Core {
+    /// The timer fired for this queue at `fired`: withdraws every queued waiter whose timer
+    /// deadline is at or before `now`, wakes each after unlocking, serves the queue as the
+    /// waiters' own withdrawals would have, and asks the timer to fire again at the earliest
+    /// deadline left.
+    ///
+    /// A waiter withdrawn here is out of the queue, so no drain can grant it; it finds
+    /// `TimedOut` when it next polls, and owes nothing then. What its leaving changes is
+    /// settled here, without its future: the drain below clears `WAITERS` if the queue is
+    /// now empty, grants the new next waiter if the permits a weighted or sheddable head held
+    /// back now suffice, and refuses it if it can never be granted (issue 29: a timed-out
+    /// weighted head whose future was not polled again left slots idle while others waited).
+    fn expire(&self, fired: Instant, now: Instant) {
+        let mut queue = self.queue.lock();
+        if queue.armed == Some(fired) {
+            queue.armed = None;
+        }
+        let mut expired = false;
+        while let Some(wake) = queue.pop_expired(now) {
+            expired = true;
+            self.publish_waiting(&queue);
+            drop(queue);
+            if let Some(wake) = wake {
+                wake.wake();
+            }
+            queue = self.queue.lock();
+        }
+        let earliest = queue.earliest_deadline();
+        let rearm = Self::arm(&mut queue, earliest);
+        if expired {
+            self.drain_and_wake(queue, &mut WakeList::default());
+        } else {
+            drop(queue);
+        }
+        self.schedule(rearm);
+    }
+}
+
 impl Semaphore {
     /// A semaphore with `limit` permits, all free. `limit` must be ≤ `MAX_PERMITS`.
     pub(crate) fn new(limit: usize) -> Semaphore {
-        Semaphore {
+        Semaphore(Arc::new_cyclic(|this| Core {
             state: CachePadded::new(AtomicU64::new(Word::encode(limit as i64, limit, 0).0)),
-            list: Arc::new(Waitlist {
-                queue: Mutex::new(Queue::new()),
-                waiting: AtomicUsize::new(0),
-            }),
+            queue: Mutex::new(Queue::new()),
+            waiting: AtomicUsize::new(0),
             clock: Clock::new(),
             headroom: AtomicUsize::new(0),
-        }
+            this: this.clone(),
+        }))
     }
+}
 
+impl Core {
     /// The current word, for metrics and rejections.
     #[inline]
     pub(crate) fn load(&self) -> Word {
@@ -1074,7 +1176,8 @@ impl Semaphore {
         Word(self.state.load(Ordering::Relaxed))
     }
 
-    /// Nothing in flight and nobody queued, read with Acquire: when this says yes, every
+    /// Nothing in flight and nobody queued (or closed with nothing in flight), read with
+    /// Acquire: when this says yes, every
     /// release so far happens-before what the caller does next. A keyed bulkhead evicts an
     /// idle key's semaphore on this answer, and the next caller of that key is admitted by a
     /// new semaphore, so that caller must see the last holder's writes through the eviction.
@@ -1088,13 +1191,14 @@ impl Semaphore {
         // holder's), so its protected writes happen-before the eviction and, through the
         // keyed map's lock, the next holder of the key.
         let word = Word(self.state.fetch_or(0, Ordering::Acquire));
-        word.in_flight() == 0 && !word.has_waiters()
+        // Closed: `WAITERS` stays set for good, but nobody is queued (close refused them all).
+        word.in_flight() == 0 && (!word.has_waiters() || word.is_closed())
     }
 
     /// Live waiters in the queue.
     pub(crate) fn waiting(&self) -> usize {
         // Ordering: Relaxed — a metric; written under the queue lock, read without it.
-        self.list.waiting.load(Ordering::Relaxed)
+        self.waiting.load(Ordering::Relaxed)
     }
 
     /// Takes a permit if one is free for a newcomer. On failure returns the word it saw.
@@ -1109,6 +1213,9 @@ impl Semaphore {
         let mut word = Word(self.state.load(Ordering::Relaxed));
         loop {
             if !word.admits_newcomer() {
+                if word.holds_back(1) {
+                    return self.try_acquire_first(1, Criticality::Default);
+                }
                 return Err(word);
             }
             // Ordering: Acquire on success — pairs with the Release `fetch_add` in `release_many`,
@@ -1149,6 +1256,14 @@ impl Semaphore {
         }
         loop {
             if !word.admits_newcomer() {
+                if word.holds_back(1) {
+                    // Free permits held back for queued waiters (a sheddable one leaving the
+                    // headroom, a weighted one): a default caller served before them takes
+                    // one (issue 29: the headroom's docs promise default calls find it).
+                    return self
+                        .try_acquire_first(1, Criticality::Default)
+                        .map_err(|word| refused(word, false));
+                }
                 return Err(refused(word, false));
             }
             // Ordering: as in `try_acquire` (Acquire on success pairs with the releases'
@@ -1169,7 +1284,19 @@ impl Semaphore {
     /// [`try_acquire`](Self::try_acquire), all or nothing. A rejection is one atomic load.
     #[inline]
     pub(crate) fn try_acquire_many(&self, n: u32) -> Result<Word, Word> {
-        self.take_if(n, |word| word.admits_newcomer_many(n))
+        self.try_acquire_many_as(n, Criticality::Default)
+    }
+
+    /// [`try_acquire_many`](Self::try_acquire_many) for a caller of `class` (not
+    /// sheddable: see [`try_acquire_sheddable`](Self::try_acquire_sheddable)): permits held
+    /// back for queued waiters it is served before (a lower class, a sheddable waiter's
+    /// headroom) are taken under the lock.
+    #[inline]
+    pub(crate) fn try_acquire_many_as(&self, n: u32, class: Criticality) -> Result<Word, Word> {
+        match self.take_if(n, |word| word.admits_newcomer_many(n)) {
+            Err(word) if word.holds_back(n) => self.try_acquire_first(n, class),
+            taken => taken,
+        }
     }
 
     /// Takes `n` permits in one CAS if `admits` says the word allows it; otherwise returns
@@ -1219,11 +1346,11 @@ impl Semaphore {
     #[inline(never)]
     fn release_slow(&self) {
         let mut wakes = WakeList::default();
-        let mut queue = self.list.queue.lock();
+        let mut queue = self.queue.lock();
         if self.drain(&mut queue, &mut wakes) {
             drop(queue);
             wakes.wake_all();
-            return self.drain_and_wake(self.list.queue.lock(), &mut wakes);
+            return self.drain_and_wake(self.queue.lock(), &mut wakes);
         }
         drop(queue);
         wakes.wake_all_and_forget();
@@ -1235,7 +1362,7 @@ impl Semaphore {
         while self.drain(&mut queue, wakes) {
             drop(queue);
             wakes.wake_all();
-            queue = self.list.queue.lock();
+            queue = self.queue.lock();
         }
         drop(queue);
         wakes.wake_all();
@@ -1251,7 +1378,13 @@ impl Semaphore {
         loop {
             if queue.live == 0 {
                 // `close` sets CLOSED under this lock, so this load sees it if it happened.
-                let word = self.load();
+                // Ordering: Acquire — pairs with the Release `fetch_add` of the last call's
+                // `release_many` (directly, or through the release sequence that `close`'s
+                // `fetch_or` continues): a drain waiter completed below sees every write of
+                // every finished call, even one that released lock-free before `close`
+                // (issue 29: a Relaxed load here let a drain waiter queued before `close`
+                // return before the last call's writes were visible).
+                let word = Word(self.state.load(Ordering::Acquire));
                 if !word.is_closed() {
                     self.clear_waiters_flag();
                     return false;
@@ -1270,10 +1403,17 @@ impl Semaphore {
             if wakes.is_full() {
                 return true;
             }
+            if queue.max_required > 1 {
+                if let Some(wake) = self.refuse_unfit(queue) {
+                    self.publish_waiting(queue);
+                    wakes.push(wake);
+                    continue;
+                }
+            }
             if let Some(now) = now {
                 if let Some(wake) = queue.age(now, &self.clock) {
                     // A standing queue refuses a waiter past the target before serving.
-                    self.list.publish_waiting(queue);
+                    self.publish_waiting(queue);
                     wakes.push(wake);
                     continue;
                 }
@@ -1288,15 +1428,15 @@ impl Semaphore {
             };
             let Some(wake) = served else { return false };
             wakes.push(wake);
-            self.list.publish_waiting(queue);
+            self.publish_waiting(queue);
         }
     }
 
     /// Under the lock, in the drain: the next waiter of `list` (the first list with anyone
     /// queued), its whole request granted at once or not at all (see the module docs); a
-    /// sheddable one also leaves the headroom free. Returns its wake once its wait ended
-    /// (granted, or refused above the limit); `None` when it cannot be served now (closed,
-    /// or too few permits free), which stops the drain: nobody behind it is served first.
+    /// sheddable one also leaves the headroom free. Returns its wake once it was granted;
+    /// `None` when it cannot be served now (closed, or too few permits free), which stops
+    /// the drain: nobody behind it is served first.
     #[inline(always)]
     fn serve_next(&self, queue: &mut Queue, list: usize) -> Option<Option<Wake>> {
         let next = queue.next_in(list);
@@ -1304,14 +1444,12 @@ impl Semaphore {
         let required = queue.required_in(need, list);
         // Ordering: Relaxed — only feeds the CAS below, which acquires.
         let mut word = Word(self.state.load(Ordering::Relaxed));
-        let end = loop {
+        // A next waiter that can never fit was refused before this (`refuse_unfit`); one
+        // that a shrink racing this drain made unfit cannot fit the free permits either
+        // (they are at most the limit), and that shrink's own drain refuses it.
+        loop {
             if word.is_closed() {
                 return None; // closed: `close` refuses every waiter left, none is granted
-            }
-            if word.exceeds_limit(need) {
-                // A shrink left the next waiter asking for more than the limit: refused, so
-                // it does not hold the queue up until the limit grows back.
-                break SlotState::Refused;
             }
             if word.available() < required {
                 return None; // in order: nobody behind the next waiter is served first
@@ -1324,11 +1462,26 @@ impl Semaphore {
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => break SlotState::Granted,
+                Ok(_) => break,
                 Err(actual) => word = Word(actual),
             }
-        };
-        Some(queue.end_in(list, next, end, true))
+        }
+        Some(queue.end_in(list, next, SlotState::Granted, true))
+    }
+
+    /// Under the lock, in the drain, while some queued waiter may need more than the limit:
+    /// refuses one that can never be granted now (see [`Queue::pop_unfit`]); `None` if none
+    /// (or closed: `close` refuses them all).
+    #[cold]
+    #[inline(never)]
+    fn refuse_unfit(&self, queue: &mut Queue) -> Option<Option<Wake>> {
+        // Ordering: Relaxed — only the limit is read, under the lock; a `set_limit` whose CAS
+        // this misses sees `WAITERS` and has the queue served again after it.
+        let word = self.load();
+        if word.is_closed() || queue.max_required <= word.limit() as i64 {
+            return None;
+        }
+        queue.pop_unfit(word)
     }
 
     fn clear_waiters_flag(&self) {
@@ -1355,7 +1508,7 @@ impl Semaphore {
     #[cold]
     #[inline(never)]
     pub(crate) fn try_acquire_first(&self, need: u32, class: Criticality) -> Result<Word, Word> {
-        let queue = self.list.queue.lock();
+        let queue = self.queue.lock();
         if !queue.newcomer_first(class) {
             return Err(self.load());
         }
@@ -1392,9 +1545,10 @@ impl Semaphore {
         class: Criticality,
     ) -> Enqueued {
         debug_assert!(need >= 1);
-        let queue = self.list.queue.lock();
+        let queue = self.queue.lock();
+        let required = queue.required(need, class);
         let taken = if queue.newcomer_first(class) {
-            self.take_first(need, queue.required(need, class))
+            self.take_first(need, required)
         } else {
             Err(self.load())
         };
@@ -1405,7 +1559,9 @@ impl Semaphore {
                 return unlock_then_drop(queue, wake, Enqueued::Closed);
             }
             // Checked again under the lock: the limit may have shrunk since the caller looked.
-            Err(word) if word.exceeds_limit(need) => {
+            // A sheddable request is tested with the headroom it must leave: a request that
+            // can never be granted is refused, never queued.
+            Err(word) if word.cannot_fit(required) => {
                 return unlock_then_drop(queue, wake, Enqueued::ExceedsLimit);
             }
             Err(_) => {}
@@ -1454,21 +1610,23 @@ impl Semaphore {
         // (its permit is in `available`, which the drain below finds) or sees the flag.
         let prev = Word(self.state.fetch_or(WAITERS, Ordering::Relaxed));
         let key = queue.alloc(SlotState::Queued, wake, deadline, need, class);
-        self.list.publish_waiting(&queue);
+        self.publish_waiting(&queue);
         if queue.adaptive {
             // Its age, for adaptive LIFO (the only order that reads the clock here).
             queue.slots[key.index() as usize].since = Some(self.clock.now());
-        } else if prev.available() <= 0 {
+        } else if prev.available() <= 0 && !prev.cannot_fit(queue.required(need, class)) {
             // No permit was free when the flag went up (the read-modify-write saw the latest
             // word), and every release from now on sees the flag and drains. (With permits
             // free but too few for the next waiter, the drain below finds that and grants
-            // nobody.) Adaptive LIFO drains anyway, to age the queue.
-            let arm = Waitlist::arm(&mut queue, deadline);
+            // nobody.) Adaptive LIFO drains anyway, to age the queue. A limit that shrank
+            // after `enqueue` looked but before the flag went up (its `set_limit` saw no
+            // flag, so asks for no drain) shows in `prev`: the drain below refuses then.
+            let arm = Core::arm(&mut queue, deadline);
             drop(queue);
             if let Some(evicted) = evicted {
                 evicted.wake();
             }
-            self.list.schedule(arm);
+            self.schedule(arm);
             return Enqueued::Queued(key);
         }
         self.drain_newcomer(queue, key, deadline, evicted)
@@ -1496,7 +1654,7 @@ impl Semaphore {
             let freed = queue.free(key);
             debug_assert!(freed.is_none(), "an ended slot's wake went to the drain");
         }
-        let arm = if ended.is_some() { None } else { Waitlist::arm(&mut queue, deadline) };
+        let arm = if ended.is_some() { None } else { Core::arm(&mut queue, deadline) };
         if more {
             self.drain_and_wake(queue, &mut wakes);
         } else {
@@ -1507,7 +1665,7 @@ impl Semaphore {
             evicted.wake();
         }
         drop(own);
-        self.list.schedule(arm);
+        self.schedule(arm);
         match ended {
             None => Enqueued::Queued(key),
             Some(Outcome::Granted) => Enqueued::Acquired,
@@ -1528,9 +1686,9 @@ impl Semaphore {
     /// After such a drop the slot is checked once more, so a permit that the drop released
     /// and passed to this waiter is seen at once.
     pub(crate) fn poll_wait(&self, key: WaitKey, waker: Option<&Waker>) -> Option<Outcome> {
-        let mut queue = self.list.queue.lock();
+        let mut queue = self.queue.lock();
         if let Some(done) = queue.finish(key) {
-            return Some(self.finished(queue, done));
+            return Some(unlock_then_drop(queue, (), done));
         }
         let waker = waker?;
         if matches!(&queue.slot(key).wake, Some(Wake::Task(current)) if current.will_wake(waker)) {
@@ -1540,42 +1698,28 @@ impl Semaphore {
         }
         drop(queue);
         let fresh = Wake::task(waker);
-        let mut queue = self.list.queue.lock();
+        let mut queue = self.queue.lock();
         if let Some(done) = queue.finish(key) {
-            let outcome = self.finished(queue, done);
-            drop(fresh);
-            return Some(outcome);
+            return Some(unlock_then_drop(queue, fresh, done));
         }
         let replaced = queue.slot(key).wake.replace(fresh);
         drop(queue);
         // The replaced waker may be the last owner of a permit of this semaphore.
         drop(replaced?);
-        let mut queue = self.list.queue.lock();
-        let done = queue.finish(key)?;
-        Some(self.finished(queue, done))
-    }
-
-    /// A finished wait, found under `queue`: unlocks, after serving the waiters behind a
-    /// weighted waiter that the timer withdrew (`owed`), and returns the outcome.
-    fn finished(&self, queue: MutexGuard<'_, Queue>, (outcome, owed): (Outcome, bool)) -> Outcome {
-        if owed {
-            self.drain_and_wake(queue, &mut WakeList::default());
-        } else {
-            drop(queue);
-        }
-        outcome
+        let mut queue = self.queue.lock();
+        queue.finish(key)
     }
 
     /// Ends a wait early (deadline passed, future dropped). `None`: the waiter left the
     /// queue. `Some`: the wait had already ended (decided under the same lock); with
     /// `Outcome::Granted` the caller owns a permit and must use or release it.
     pub(crate) fn withdraw(&self, key: WaitKey) -> Option<Outcome> {
-        let mut queue = self.list.queue.lock();
+        let mut queue = self.queue.lock();
         let (outcome, owed) = match queue.slot(key).state {
             SlotState::Queued => {
                 let was_next = queue.next() == key.index();
                 queue.unlink(key.index());
-                self.list.publish_waiting(&queue);
+                self.publish_waiting(&queue);
                 if queue.live == 0 && !self.load().is_closed() {
                     self.clear_waiters_flag();
                 }
@@ -1588,7 +1732,8 @@ impl Semaphore {
                 queue.unlink(key.index());
                 (None, false)
             }
-            ended => (ended.outcome(), ended == SlotState::TimedOut),
+            // Ended by a drain, `close` or the timer, which served the queue after it.
+            ended => (ended.outcome(), false),
         };
         // The wake of a waiter that left on its own is dropped after unlocking.
         let wake = queue.free(key);
@@ -1605,7 +1750,7 @@ impl Semaphore {
     /// refused and woken, and releases complete the drain waiters once no call is in flight.
     /// Returns `false` if it was already closed.
     pub(crate) fn close(&self) -> bool {
-        let mut queue = self.list.queue.lock();
+        let mut queue = self.queue.lock();
         // Ordering: Relaxed — publishes nothing: every reader that acts on CLOSED either
         // reads it under the queue lock we hold (enqueue, drain, withdraw) or only refuses
         // (fast paths). WAITERS stays set from now on, so every release takes the lock and
@@ -1622,13 +1767,13 @@ impl Semaphore {
                     None => break,
                 }
             }
-            self.list.publish_waiting(&queue);
+            self.publish_waiting(&queue);
             if queue.live == 0 {
                 break;
             }
             drop(queue);
             wakes.wake_all();
-            queue = self.list.queue.lock();
+            queue = self.queue.lock();
         }
         self.drain_and_wake(queue, &mut wakes);
         true
@@ -1638,7 +1783,7 @@ impl Semaphore {
     /// is (and then every call that finished happens-before the caller's next step),
     /// otherwise the key of a drain wait to poll or withdraw, woken by `wake`.
     pub(crate) fn wait_drained(&self, wake: Wake) -> Option<WaitKey> {
-        let mut queue = self.list.queue.lock();
+        let mut queue = self.queue.lock();
         // Ordering: Acquire — pairs with the Release `fetch_add` of the last call's
         // `release_many` (and, through the release sequence, of every earlier one): a caller told
         // "drained" sees every write the finished calls made. The lock alone does not give
@@ -1689,7 +1834,7 @@ impl Semaphore {
     /// or a smaller headroom may let the next waiter in).
     #[must_use = "call `serve_waiters` when it returns true"]
     pub(crate) fn set_policy(&self, order: QueueOrder, headroom: usize) -> bool {
-        let mut queue = self.list.queue.lock();
+        let mut queue = self.queue.lock();
         if queue.order != order {
             queue.set_order(order);
             if order.is_adaptive() {
@@ -1701,6 +1846,9 @@ impl Semaphore {
             }
         }
         queue.headroom = u32::try_from(headroom.min(MAX_PERMITS)).unwrap_or(u32::MAX);
+        // A larger headroom may leave a sheddable waiter unable to fit: the drain that the
+        // caller asks for refuses it.
+        queue.recompute_max_required();
         // Ordering: Relaxed — a setting mirrored for the sheddable fast path; see
         // `try_acquire_sheddable`.
         self.headroom.store(headroom.min(MAX_PERMITS), Ordering::Relaxed);
@@ -1710,6 +1858,59 @@ impl Semaphore {
     /// Hands free permits to queued waiters and wakes them (after a limit was raised).
     pub(crate) fn serve_waiters(&self) {
         self.release_slow();
+    }
+
+    /// Checks work conservation (design invariant 7), for a caller that knows nothing is in
+    /// motion (no acquire, release, poll or timer fire running): the `WAITERS` flag is set
+    /// only while someone waits (or closed), no queued waiter could be granted from the
+    /// permits free (the next one, under its class, weight, headroom and the queue order;
+    /// nobody behind it is served first), and no queued waiter is one that can never be
+    /// granted under the current limit. `Err` describes the first violation found.
+    pub(crate) fn check_work_conservation(&self) -> Result<(), String> {
+        let queue = self.queue.lock();
+        // A checker's read at quiescence: the caller's joins ordered everything before it.
+        let word = self.load();
+        if word.is_closed() {
+            return match queue.live {
+                0 => Ok(()),
+                live => Err(format!("closed with {live} waiters still queued: {word:?}")),
+            };
+        }
+        if word.has_waiters() != (queue.live > 0) {
+            return Err(format!(
+                "WAITERS is {} with {} waiters queued (available {}, limit {})",
+                word.has_waiters(),
+                queue.live,
+                word.available(),
+                word.limit()
+            ));
+        }
+        if queue.live == 0 {
+            return Ok(());
+        }
+        let next = queue.next();
+        let list = queue.first_list();
+        let need = queue.slots[next as usize].need;
+        let required = queue.required_in(need, list);
+        if word.available() >= required {
+            return Err(format!(
+                "the next waiter (class {list}, needs {need}, {required} free with its headroom) \
+                 waits while {} of {} permits are free",
+                word.available(),
+                word.limit()
+            ));
+        }
+        if let (Some(index), required) = queue.scan_required(Some(word)) {
+            let slot = &queue.slots[index as usize];
+            return Err(format!(
+                "a waiter of class {:?} needing {} ({required} with its headroom) is queued \
+                 under a limit of {}: it can never be granted",
+                slot.class,
+                slot.need,
+                word.limit()
+            ));
+        }
+        Ok(())
     }
 
     /// Raises the observed flag, for good: nothing clears it.

@@ -507,7 +507,7 @@ mod imp {
         /// Deadlines the engine's timer was asked to fire (`crate::engine::timer::schedule`): the
         /// model clock is the timer, so an advance past one runs the same expiry as the
         /// timer thread does.
-        timers: Vec<(Instant, std::sync::Weak<crate::engine::state::Waitlist>)>,
+        timers: Vec<(Instant, std::sync::Weak<dyn crate::engine::timer::Expire>)>,
     }
 
     // One clock per execution: both checkers reset their lazy statics between executions
@@ -566,7 +566,7 @@ mod imp {
         pub(crate) fn schedule(
             &self,
             at: Instant,
-            list: std::sync::Weak<crate::engine::state::Waitlist>,
+            list: std::sync::Weak<dyn crate::engine::timer::Expire>,
         ) {
             let mut sleepers = self.sleepers.lock();
             let now = self.now();
@@ -576,7 +576,7 @@ mod imp {
             }
             drop(sleepers);
             if let Some(list) = list.upgrade() {
-                list.expire(at, now);
+                crate::engine::timer::Expire::expire(&*list, at, now);
             }
         }
 
@@ -612,11 +612,11 @@ mod imp {
             // Outside the lock: a woken task may run at once and register again, and an
             // expiry may arm the timer again.
             for waker in tasks {
-                waker.wake();
+                crate::engine::foreign::wake_task(waker);
             }
             for (at, list) in due {
                 if let Some(list) = list.upgrade() {
-                    list.expire(at, now);
+                    crate::engine::timer::Expire::expire(&*list, at, now);
                 }
             }
         }

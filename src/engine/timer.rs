@@ -51,11 +51,20 @@
 
 use std::sync::Weak;
 
-use crate::engine::state::Waitlist;
 use crate::engine::sync::Instant;
 
+/// What the timer fires: a queue that withdraws the waits whose deadline passed. The timer
+/// (and the model clock) need only this, not the queue's type.
+pub(crate) trait Expire: Send + Sync {
+    /// The timer fired at `fired` (an instant this queue asked for); `now` is the clock's
+    /// reading. Withdraws and wakes every wait due by `now`, serves the queue as the
+    /// waiters' own withdrawals would, and asks for the next fire. Takes its own locks; the
+    /// caller holds none of the crate's.
+    fn expire(&self, fired: Instant, now: Instant);
+}
+
 /// Asks the timer to call `list.expire` once `at` has passed.
-pub(crate) fn schedule(at: Instant, list: Weak<Waitlist>) {
+pub(crate) fn schedule(at: Instant, list: Weak<dyn Expire>) {
     #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
     crate::engine::sync::model_clock().schedule(at, list);
     #[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
@@ -71,14 +80,14 @@ mod imp {
     use std::collections::BinaryHeap;
     use std::sync::Weak;
 
-    use crate::engine::state::Waitlist;
+    use super::Expire;
     use crate::engine::sync::{Clock, Instant, Mutex, OnceLock, Thread};
 
     /// A deadline and the queue it belongs to. Ordered by deadline, then by arrival.
     struct Entry {
         at: Instant,
         seq: u64,
-        list: Weak<Waitlist>,
+        list: Weak<dyn Expire>,
     }
 
     impl PartialEq for Entry {
@@ -121,7 +130,7 @@ mod imp {
         TIMER.get_or_init(|| Timer { heap: Mutex::new(Heap::default()), thread: OnceLock::new() })
     }
 
-    pub(super) fn schedule(at: Instant, list: Weak<Waitlist>) {
+    pub(super) fn schedule(at: Instant, list: Weak<dyn Expire>) {
         let timer = timer();
         let mut heap = timer.heap.lock();
         let earliest = heap.entries.peek().map_or(true, |Reverse(top)| at < top.at);
@@ -150,8 +159,14 @@ mod imp {
         let clock = Clock::new();
         loop {
             // A deadline armed after `fire_expired` looked unparks this thread, so the park
-            // returns at once (the token is kept) and the loop looks again.
-            clock.park_until(fire_expired());
+            // returns at once (the token is kept) and the loop looks again. A panic of foreign
+            // code is contained where the engine calls it (a waker's `wake`), so none reaches
+            // here; this catch is the last line that keeps every other bulkhead's deadlines
+            // alive if one ever did: the entry that panicked is gone, the rest are fired.
+            match std::panic::catch_unwind(fire_expired) {
+                Ok(next) => clock.park_until(next),
+                Err(payload) => crate::engine::foreign::contained(payload, "the deadline timer"),
+            }
         }
     }
 

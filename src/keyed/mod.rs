@@ -625,11 +625,10 @@ impl<K, S> KeyedBulkhead<K, S> {
         let mut removed = Vec::new();
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
-            // A shard that a close has passed creates no live key again (`insert`), so its
-            // closed keys need no happens-before with a next holder: nobody holds it but the
-            // map is enough (their semaphores keep their waiters flag once closed).
-            let closed = shard.closed;
-            removed.extend(shard.table.extract_if(|entry| is_idle(&entry.bulkhead, closed)));
+            // A shard that a close has passed creates no live key again (`insert`); its
+            // closed keys are evicted once nothing is in flight, read with Acquire so that
+            // a keyed drain wait that no longer sees them happens-after their last holder.
+            removed.extend(shard.table.extract_if(|entry| is_idle(&entry.bulkhead)));
             drop(shard);
             if !removed.is_empty() {
                 // Gives the places back after the entries are gone, so the count is never
@@ -2006,11 +2005,13 @@ fn observed(word: Word) -> bool {
 ///   which orders nothing; without it, the next caller of the key, admitted by a new
 ///   bulkhead, could miss the last holder's writes (loom found this in the same scenario).
 /// - A closed shard: no caller of the key is admitted again (a key created in a closed shard
-///   is closed and never inserted), so the count alone decides. A closed semaphore keeps its
-///   waiters flag set for good, so `is_idle_acquire` never says yes for it (before this, a
-///   closed key was never idle and `evict_idle` evicted nothing after `close`).
-fn is_idle(bulkhead: &Arc<Bulkhead>, closed: bool) -> bool {
-    Arc::strong_count(bulkhead) == 1 && (closed || bulkhead.sem().is_idle_acquire())
+///   is closed and never inserted), so the count decides; `is_idle_acquire` still reads the
+///   semaphore with Acquire (it says yes for a closed one with nothing in flight, though
+///   its waiters flag stays set for good), so the keyed `wait_drained`, which no longer
+///   sees an evicted key, still happens-after its last holder's release (issue 29: the
+///   count alone, read Relaxed, ordered nothing).
+fn is_idle(bulkhead: &Arc<Bulkhead>) -> bool {
+    Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()
 }
 
 /// What the keyed level applies to every key's bulkhead, under one lock: configurations,

@@ -93,9 +93,12 @@ pub fn join_guarded<T>(handle: thread::JoinHandle<T>) -> T {
     }
 }
 
-/// Asserts the quiescent invariant: every permit is back and nobody waits.
+/// Asserts the quiescent invariant: work conservation, every permit back and nobody waiting.
 #[track_caller]
 pub fn assert_quiescent(bulkhead: &Bulkhead, max: usize) {
+    if let Err(violation) = bulkhead.check_work_conservation() {
+        panic!("work conservation violated at quiescence: {violation}");
+    }
     let m = bulkhead.metrics();
     assert_eq!(m.max_allowed_concurrent_calls(), max, "max allowed: {m:?}");
     assert_eq!(m.available_concurrent_calls(), max, "available: {m:?}");
