@@ -158,6 +158,16 @@ MUTANTS=(
     waker_panic_escapes
     default_try_ignores_headroom
     wait_drained_zero_checks_after_queueing
+    timer_schedule_wakes_for_later_deadline
+    timer_rearm_skips_timed_waiters
+    unlink_restores_order_with_timed_left
+    shrink_with_waiters_skips_drain
+    queue_order_display_empty
+    criticality_label_wrong
+    pop_expired_stops_at_untimed
+    earliest_deadline_stops_at_untimed
+    adaptive_full_ring_overwrites
+    adaptive_full_ring_drop_uncounted
 )
 ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed adaptive_push_tail_relaxed drain_completes_drainers_relaxed "
 
@@ -229,6 +239,16 @@ describe() {
     waker_panic_escapes) echo "issue 29: a waker's panic in wake() unwinds through the waking call (the rest of a release batch, close, the timer thread)" ;;
     default_try_ignores_headroom) echo "issue 29: a default try_acquire is refused the free headroom slots while a sheddable caller waits" ;;
     wait_drained_zero_checks_after_queueing) echo "issue 29: wait_drained(ZERO) runs the async-context check after queueing (panics, leaks its drain slot)" ;;
+    timer_schedule_wakes_for_later_deadline) echo "issue 29: the timer thread is unparked for a deadline later than its earliest, not an earlier one (a 20 ms wait sleeps until another bulkhead's 120 s deadline)" ;;
+    timer_rearm_skips_timed_waiters) echo "issue 29: after a fire the queue finds no later deadline (earliest_deadline scans only when nothing is timed): the next waiter's deadline is never armed" ;;
+    unlink_restores_order_with_timed_left) echo "issue 29: a waiter leaving while timed waiters are left marks the deadlines in queue order again (after a change_config shortened the wait)" ;;
+    shrink_with_waiters_skips_drain) echo "issue 29: set_limit asks for the drain on growth instead of on a shrink (an adaptive shrink leaves a request above the new limit queued)" ;;
+    queue_order_display_empty) echo "issue 29: QueueOrder's Display writes nothing" ;;
+    criticality_label_wrong) echo "issue 29: Criticality::label (and Display) names every class \"xyzzy\"" ;;
+    pop_expired_stops_at_untimed) echo "issue 29: the timer's scan stops at a waiter without an engine deadline (a blocking, custom-sleep or unbounded head hides the expired waiters behind it)" ;;
+    earliest_deadline_stops_at_untimed) echo "issue 29: the re-arm's scan stops at a waiter without an engine deadline (the second timed waiter behind such a head is never armed)" ;;
+    adaptive_full_ring_overwrites) echo "issue 29: a push to a full sample ring overwrites its oldest sample, not folded yet" ;;
+    adaptive_full_ring_drop_uncounted) echo "issue 29: a sample dropped on a full ring is not counted in samples_dropped" ;;
     release_wakes_under_lock) echo "a release that found waiters wakes the waiter it granted before unlocking the queue (stop 27's one-round release_slow)" ;;
     adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
     adaptive_fold_skips_recheck) echo "adaptive (issue 21): a fold's holder does not look for requests made while it held the lock (a failure whose try_lock failed waits for an unrelated fold)" ;;
@@ -537,6 +557,54 @@ apply() {
         mutate src/adaptive/fold.rs '        self.head.store(tail, Ordering::Release);' '        self.head.store(self.tail.load(Ordering::Acquire), Ordering::Release);' ;;
     adaptive_push_tail_relaxed)
         mutate src/adaptive/fold.rs '        self.tail.store(tail.wrapping_add(1), Ordering::Release);' '        self.tail.store(tail.wrapping_add(1), Ordering::Relaxed);' ;;
+    # issue 29 (tests/junctions.rs): the timer, set_limit, the policy names, the full ring
+    timer_schedule_wakes_for_later_deadline)
+        mutate src/engine/timer.rs '|Reverse(top)| at < top.at)' '|Reverse(top)| at > top.at)' ;;
+    timer_rearm_skips_timed_waiters)
+        mutate src/engine/state.rs 'while index != NIL && self.timed > 0 {' 'while index != NIL && self.timed == 0 {' ;;
+    unlink_restores_order_with_timed_left)
+        mutate src/engine/state.rs '                if self.timed == 0 {
+                    self.ordered = true;' '                if self.timed != 0 {
+                    self.ordered = true;' ;;
+    shrink_with_waiters_skips_drain)
+        mutate src/engine/state.rs 'new.has_waiters() && (new.available() > 0 || new.limit() < word.limit())' 'new.has_waiters() && (new.available() > 0 || new.limit() > word.limit())' ;;
+    queue_order_display_empty)
+        mutate src/engine/policy.rs '        match self {
+            QueueOrder::AdaptiveLifo { target, interval } => {
+                write!(f, "adaptive-lifo (target {target:?}, interval {interval:?})")
+            }
+            other => f.write_str(other.label()),
+        }' '        let _ = f;
+        Ok(())' ;;
+    criticality_label_wrong)
+        mutate src/engine/policy.rs '        match self {
+            Criticality::Critical => "critical",
+            Criticality::Default => "default",
+            Criticality::Sheddable => "sheddable",
+        }' '        let _ = self;
+        "xyzzy"' ;;
+    pop_expired_stops_at_untimed)
+        mutate src/engine/state.rs '                    Some(_) if self.ordered => break,
+                    _ => {}' '                    Some(_) if self.ordered => break,
+                    _ => break,' ;;
+    earliest_deadline_stops_at_untimed)
+        mutate src/engine/state.rs '                    if self.ordered {
+                        break;
+                    }
+                }
+                index = slot.next;' '                    if self.ordered {
+                        break;
+                    }
+                } else {
+                    break;
+                }
+                index = slot.next;' ;;
+    adaptive_full_ring_overwrites)
+        mutate src/adaptive/fold.rs 'if tail.wrapping_sub(head) >= RING {' 'if tail.wrapping_sub(head) > RING {' ;;
+    adaptive_full_ring_drop_uncounted)
+        mutate src/adaptive/mod.rs '        if slot.push(word).is_none() {
+            slot.drop_one();
+        }' '        let _ = slot.push(word);' ;;
     *)
         echo "unknown mutant $1" >&2
         return 1 ;;
