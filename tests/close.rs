@@ -265,6 +265,7 @@ fn full(name: &str) -> (Arc<Bulkhead>, bulkhead::OwnedPermit) {
     (b, held)
 }
 
+#[cfg(feature = "tokio")]
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     payload
         .downcast_ref::<String>()
@@ -273,6 +274,9 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_default()
 }
 
+/// Needs the `tokio` feature: the check against blocking a runtime thread uses
+/// `tokio::task::coop`; without it a blocking acquire on a worker waits like anywhere else.
+#[cfg(feature = "tokio")]
 #[test]
 fn blocking_acquire_on_a_tokio_worker_panics_naming_acquire_async() {
     let runtime =
@@ -295,6 +299,8 @@ fn blocking_acquire_on_a_tokio_worker_panics_naming_acquire_async() {
     assert_eq!(bulkhead.metrics().waiting_calls(), 0, "refused before queueing");
 }
 
+/// Needs the `tokio` feature, as above.
+#[cfg(feature = "tokio")]
 #[test]
 fn blocking_acquire_inside_block_on_panics() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();

@@ -474,7 +474,7 @@ impl BulkheadRegistry {
     ///     .strict();
     /// assert!(registry.try_bulkhead("reports").is_err());
     /// # }
-    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn strict(mut self) -> Self {
         if let Some(source) = &mut self.source {
@@ -495,7 +495,7 @@ impl BulkheadRegistry {
     /// registry.bulkhead("bnak"); // a typo in the code: 25 calls, no wait
     /// assert_eq!(registry.undefined_names(), ["bnak"]);
     /// # }
-    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn undefined_names(&self) -> Vec<String> {
         self.inner.read().undefined.clone()
