@@ -129,7 +129,7 @@ fn acquire_async_repolled_with_new_waker_wakes_the_new_one() {
     assert!(matches!(poll_once(&mut fut, &second_waker), Poll::Ready(Ok(_))));
 }
 
-#[cfg(feature = "tokio")] // tokio's timer bounds the wait
+// The bulkhead's own timer bounds the wait, with or without the `tokio` feature.
 #[tokio::test]
 async fn acquire_async_in_tokio_times_out_after_max_wait() {
     let wait = Duration::from_millis(30);
@@ -148,7 +148,7 @@ async fn acquire_async_in_tokio_times_out_after_max_wait() {
     assert_metrics(bulkhead.metrics(), 0, 1, 1, 0);
 }
 
-#[cfg(feature = "tokio")] // tokio's timer bounds the wait
+// The bulkhead's own timer bounds the wait, with or without the `tokio` feature.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_owned_async_in_tokio_times_out_after_max_wait() {
     let wait = Duration::from_millis(10);

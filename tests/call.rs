@@ -155,8 +155,8 @@ async fn call_async_when_full_rejects_without_polling() {
     assert_metrics(bulkhead.metrics(), 0, 1, 1, 0);
 }
 
-/// Needs the `tokio` feature: tokio's timer bounds the wait.
-#[cfg(feature = "tokio")]
+/// On a tokio runtime, with or without the `tokio` feature: the bulkhead's own timer bounds
+/// the wait.
 #[tokio::test]
 async fn call_async_when_full_waits_up_to_max_wait() {
     let wait = Duration::from_millis(10);

@@ -274,7 +274,7 @@ apply() {
     waiters_flag_cleared_with_waiter_left)
         mutate src/engine/state.rs 'if queue.live == 0 && !self.load().is_closed() {' 'if queue.live <= 1 && !self.load().is_closed() {' ;;
     enqueue_skips_drain_after_flag)
-        mutate src/engine/state.rs '        } else if prev.available() <= 0 && !prev.cannot_fit(queue.required(need, class)) {' '        } else if true {' ;;
+        mutate src/engine/state.rs '        } else if prev.available() <= 0 && !prev.cannot_fit(queue.max_required) {' '        } else if true {' ;;
     dropped_async_forgets_grant)
         mutate src/bulkhead/future.rs '            bulkhead.sem().release_many(permits);
 ' '' ;;
@@ -515,10 +515,10 @@ apply() {
     # issue 29 (work conservation and foreign panics)
     unfit_ignores_headroom)
         mutate src/engine/state.rs '            Err(word) if word.cannot_fit(required) => {' '            Err(word) if word.cannot_fit(i64::from(need)) => {' &&
-        mutate src/engine/state.rs '&& !prev.cannot_fit(queue.required(need, class)) {' '&& !prev.cannot_fit(i64::from(need)) {' &&
+        mutate src/engine/state.rs '&& !prev.cannot_fit(queue.max_required) {' '&& !prev.cannot_fit(i64::from(need)) {' &&
         mutate src/engine/state.rs '                if word.is_some_and(|word| word.cannot_fit(required)) {' '                if word.is_some_and(|word| word.cannot_fit(i64::from(slot.need))) {' ;;
     enqueue_misses_shrink_after_look)
-        mutate src/engine/state.rs '        } else if prev.available() <= 0 && !prev.cannot_fit(queue.required(need, class)) {' '        } else if prev.available() <= 0 {' ;;
+        mutate src/engine/state.rs '        } else if prev.available() <= 0 && !prev.cannot_fit(queue.max_required) {' '        } else if prev.available() <= 0 {' ;;
     drain_completes_drainers_relaxed)
         mutate src/engine/state.rs '                let word = Word(self.state.load(Ordering::Acquire));' '                let word = Word(self.state.load(Ordering::Relaxed));' ;;
     waker_panic_escapes)
@@ -526,9 +526,9 @@ apply() {
         contained(payload, "a waker'"'"'s wake");
     }' '    waker.wake();' ;;
     default_try_ignores_headroom)
-        mutate src/engine/state.rs '                if word.holds_back(1) {
-                    return self.try_acquire_first(1, Criticality::Default);' '                if false {
-                    return self.try_acquire_first(1, Criticality::Default);' &&
+        mutate src/engine/state.rs '        if word.holds_back(1) {
+            self.try_acquire_first(1, Criticality::Default)' '        if false {
+            self.try_acquire_first(1, Criticality::Default)' &&
         mutate src/engine/state.rs '                if word.holds_back(1) {
                     // Free permits' '                if false {
                     // Free permits' ;;

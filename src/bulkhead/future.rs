@@ -150,7 +150,7 @@ impl Core {
     /// zero-wait acquire's refusal keeps the caller's code small; a queued future's re-poll
     /// checks its slot inline, and only a wait still pending goes out of line.
     #[inline(always)]
-    fn poll<S: Future<Output = ()>>(
+    fn poll<S: Future>(
         &mut self,
         timer: Pin<&mut Timer<S>>,
         bulkhead: &Bulkhead,
@@ -174,7 +174,7 @@ impl Core {
     /// The first poll (or a poll after completion, which panics): the fast path, or a
     /// refusal that needs no queue, decided inline; otherwise queues.
     #[inline(never)]
-    fn poll_first<S: Future<Output = ()>>(
+    fn poll_first<S: Future>(
         &mut self,
         timer: Pin<&mut Timer<S>>,
         bulkhead: &Bulkhead,
@@ -195,6 +195,9 @@ impl Core {
                 Err(word) => word,
             };
             if word.is_closed() || bulkhead.max_wait_is_zero() {
+                if word.holds_back(1) {
+                    return self.done_with(bulkhead.take_held_back_or_refuse(word));
+                }
                 return self.done_with(Err(bulkhead.refuse(word)));
             }
         }
@@ -203,7 +206,7 @@ impl Core {
 
     /// A re-poll that found the wait still pending: has it run out?
     #[inline(never)]
-    fn poll_pending<S: Future<Output = ()>>(
+    fn poll_pending<S: Future>(
         &mut self,
         timer: Pin<&mut Timer<S>>,
         bulkhead: &Bulkhead,
@@ -214,7 +217,7 @@ impl Core {
 
     /// Done: disarms the timer now, not when the future is dropped.
     #[inline(always)]
-    fn disarm<S: Future<Output = ()>>(mut timer: Pin<&mut Timer<S>>) {
+    fn disarm<S: Future>(mut timer: Pin<&mut Timer<S>>) {
         if matches!(timer.as_mut().project(), TimerProj::On { .. }) {
             timer.set(Timer::Off);
         }
@@ -252,7 +255,7 @@ impl Core {
     /// re-poll after the deadline (the timer thread disabled, or not yet there) gives up too.
     /// A custom sleep that was not armed checks on every poll. Inlined into both callers.
     #[inline(always)]
-    fn check_expiry<S: Future<Output = ()>>(
+    fn check_expiry<S: Future>(
         &mut self,
         mut timer: Pin<&mut Timer<S>>,
         bulkhead: &Bulkhead,
@@ -293,7 +296,7 @@ impl Core {
     /// the wait. Out of line, so the first poll's fast path and refusal save no more
     /// registers than they use.
     #[inline(never)]
-    fn queue<S: Future<Output = ()>>(
+    fn queue<S: Future>(
         &mut self,
         mut timer: Pin<&mut Timer<S>>,
         bulkhead: &Bulkhead,
@@ -527,7 +530,7 @@ pin_project! {
 impl<'a, M, S> AcquireWithSleep<'a, M, S>
 where
     M: FnOnce(Duration) -> S,
-    S: Future<Output = ()>,
+    S: Future,
 {
     pub(crate) fn new(bulkhead: &'a Bulkhead, make_sleep: M) -> Self {
         AcquireWithSleep {
@@ -542,7 +545,7 @@ where
 impl<'a, M, S> Future for AcquireWithSleep<'a, M, S>
 where
     M: FnOnce(Duration) -> S,
-    S: Future<Output = ()>,
+    S: Future,
 {
     type Output = Result<Permit<'a>, BulkheadFull>;
 

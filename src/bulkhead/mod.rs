@@ -344,6 +344,9 @@ impl Bulkhead {
     fn acquire_slow(&self, word: Word) -> Result<Permit<'_>, BulkheadFull> {
         // Fail fast without decoding the configured wait into a `Duration`.
         if word.is_closed() || self.max_wait_is_zero() {
+            if word.holds_back(1) {
+                return self.take_held_back_or_refuse(word).map(|mark| Permit::new(self, mark));
+            }
             return Err(self.refuse(word));
         }
         self.wait_blocking(self.max_wait(), 1, Criticality::Default)
@@ -383,8 +386,25 @@ impl Bulkhead {
     fn acquire_raw(&self, wait: Duration) -> Result<Mark, BulkheadFull> {
         match self.sem.try_acquire() {
             Ok(word) => Ok(self.permitted(word)),
+            Err(word) if word.holds_back(1) && wait.is_zero() => {
+                self.take_held_back_or_refuse(word)
+            }
             Err(word) if word.is_closed() || wait.is_zero() => Err(self.refuse(word)),
             Err(_) => self.wait_blocking(wait, 1, Criticality::Default),
+        }
+    }
+
+    /// A default caller that may not wait, refused by the fast path with `word` that holds
+    /// permits back (`Word::holds_back`): takes one if the queue serves this caller before
+    /// the waiters they are held for (a sheddable waiter's headroom), as a waiting caller
+    /// would be granted at once; otherwise the refusal. Out of line: callers test
+    /// `holds_back` first, so a plain refusal pays one test.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn take_held_back_or_refuse(&self, word: Word) -> Result<Mark, BulkheadFull> {
+        match self.sem.try_acquire_held_back(word) {
+            Ok(word) => Ok(self.permitted(word)),
+            Err(word) => Err(self.refuse(word)),
         }
     }
 
@@ -432,7 +452,9 @@ impl Bulkhead {
     /// by a sleep future that `make_sleep` builds from that duration: works with any runtime.
     ///
     /// `make_sleep` is called only if the caller really has to wait (never when a permit is
-    /// free, nor when the max wait is zero or unbounded), and the sleep is boxed then.
+    /// free, nor when the max wait is zero or unbounded); the sleep is kept in the future,
+    /// not boxed. Any future fits: its output is ignored (a timer whose sleep yields an
+    /// `Instant`, such as smol's `Timer::after`, needs no wrapper).
     ///
     /// # Cancel safety
     ///
@@ -460,12 +482,18 @@ impl Bulkhead {
     /// )
     /// .unwrap_err();
     /// assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+    /// // A sleep whose output is not `()` (here an `Instant`, as smol's timer yields) fits.
+    /// let err = futures::executor::block_on(
+    ///     bulkhead.acquire_async_with_sleep(|_wait| std::future::ready(std::time::Instant::now())),
+    /// )
+    /// .unwrap_err();
+    /// assert_eq!(err.reason(), RejectReason::WaitTimedOut);
     /// # Ok::<(), bulkhead::ConfigError>(())
     /// ```
     pub fn acquire_async_with_sleep<M, S>(&self, make_sleep: M) -> AcquireWithSleep<'_, M, S>
     where
         M: FnOnce(Duration) -> S,
-        S: Future<Output = ()>,
+        S: Future,
     {
         AcquireWithSleep::new(self, make_sleep)
     }

@@ -1213,9 +1213,6 @@ impl Core {
         let mut word = Word(self.state.load(Ordering::Relaxed));
         loop {
             if !word.admits_newcomer() {
-                if word.holds_back(1) {
-                    return self.try_acquire_first(1, Criticality::Default);
-                }
                 return Err(word);
             }
             // Ordering: Acquire on success — pairs with the Release `fetch_add` in `release_many`,
@@ -1231,6 +1228,21 @@ impl Core {
                 Ok(_) => return Ok(word),
                 Err(actual) => word = Word(actual),
             }
+        }
+    }
+
+    /// After [`try_acquire`](Self::try_acquire) refused with `word`: takes a permit that is
+    /// free but held back for queued waiters a default caller is served before (a sheddable
+    /// one leaving the headroom, a lower class's weighted head), under the lock; otherwise
+    /// `Err(word)`. For the refusal paths that refuse a non-waiting default caller (a zero
+    /// max wait, `try_acquire`): a default call finds the headroom (issue 29). One inline
+    /// test on the refusal; the lock only when permits are held back.
+    #[inline]
+    pub(crate) fn try_acquire_held_back(&self, word: Word) -> Result<Word, Word> {
+        if word.holds_back(1) {
+            self.try_acquire_first(1, Criticality::Default)
+        } else {
+            Err(word)
         }
     }
 
@@ -1614,7 +1626,7 @@ impl Core {
         if queue.adaptive {
             // Its age, for adaptive LIFO (the only order that reads the clock here).
             queue.slots[key.index() as usize].since = Some(self.clock.now());
-        } else if prev.available() <= 0 && !prev.cannot_fit(queue.required(need, class)) {
+        } else if prev.available() <= 0 && !prev.cannot_fit(queue.max_required) {
             // No permit was free when the flag went up (the read-modify-write saw the latest
             // word), and every release from now on sees the flag and drains. (With permits
             // free but too few for the next waiter, the drain below finds that and grants

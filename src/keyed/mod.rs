@@ -752,7 +752,9 @@ where
             drop(shard);
             return self.try_new_key(key, hash).map(|(bulkhead, mark)| wrap(bulkhead, mark));
         };
-        match entry.bulkhead.sem().try_acquire() {
+        let sem = entry.bulkhead.sem();
+        // A default caller takes a permit held back for a sheddable waiter (issue 29).
+        match sem.try_acquire().or_else(|word| sem.try_acquire_held_back(word)) {
             Ok(word) => {
                 let bulkhead = Arc::clone(&entry.bulkhead);
                 drop(shard);
@@ -1078,7 +1080,7 @@ where
     ) -> Result<KeyedPermit<'_>, BulkheadFull>
     where
         M: FnMut(Duration) -> F,
-        F: Future<Output = ()>,
+        F: Future,
     {
         let bulkhead = self.bulkhead_for(key)?;
         let permit = bulkhead.acquire_async_with_sleep(&mut make_sleep).await?;
