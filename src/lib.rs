@@ -10,9 +10,14 @@
 //! It is **not** a rate limiter (it bounds calls in flight, not calls per second), and it
 //! never runs your call elsewhere: [`Bulkhead::call`] and [`Bulkhead::call_async`] run it on
 //! the caller's own thread or task, so thread-locals and tracing spans stay visible. Use
-//! `tokio::sync::Semaphore` instead when you want a general async semaphore with multi-permit
-//! acquires and `close`; use a bulkhead when you want a named, observable, reconfigurable
-//! limit with bounded waits, fast rejection, and one queue shared by sync and async callers.
+//! `tokio::sync::Semaphore` instead when you want a bare semaphore as a building block: a
+//! `const` static, permits created or destroyed one by one (`add_permits`, `forget`), more
+//! than [`BulkheadConfig::MAX_CONCURRENT_CALLS`] permits, and no name, configuration or
+//! observers. Both take several permits at once
+//! ([`acquire_many`](Bulkhead::acquire_many) and its siblings here) and both close
+//! ([`Bulkhead::close`]). Use a bulkhead when you want a named, observable, reconfigurable
+//! limit on calls to a downstream, with bounded waits, a fast refusal that says why, and one
+//! queue shared by sync and async callers.
 //!
 //! # Examples
 //!
@@ -74,8 +79,7 @@ pub(crate) mod bulkhead;
 pub(crate) mod engine;
 pub(crate) mod integrations;
 
-/// The method matrix of the family: plain, keyed and adaptive bulkheads, operation by
-/// operation, each row with an example run on all three.
+// Its docs are docs/family.md alone (summary line included), so the page says it once.
 #[doc = include_str!("../docs/family.md")]
 pub mod family {}
 pub mod keyed;

@@ -458,3 +458,45 @@ fn every_error_names_the_file_once() {
         "{text}"
     );
 }
+
+/// Issue 31: an instance left out for its settings errors is in the file: the checker
+/// reports its errors, not `R-RES-BH-1`'s "connection pool 'bank' has no bulkhead; add
+/// resilience4j.bulkhead.instances.bank". A pool with no instance at all still gets that
+/// warning.
+#[test]
+fn an_instance_dropped_for_its_errors_is_not_reported_missing() {
+    let file = TempFile::new(
+        "application.yml",
+        "\
+client:
+  bank.max-concurrent: 20
+  ledger.max-concurrent: 5
+  reports.max-concurrent: 10
+resilience4j.bulkhead.instances:
+  bank: { base-config: shared, max-concurrent-calls: 16 }
+  ledger: { max-concurrent-calls: 4, sheddable-headroom: 5 }
+",
+    );
+    let out = run(&[file.path()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for line in [
+        "  error[config] resilience4j.bulkhead.instances.bank.base-config: \"shared\" names no \
+         config under resilience4j.bulkhead.configs",
+        "  error[config] resilience4j.bulkhead.instances.ledger.sheddable-headroom: 5 is above \
+         max-concurrent-calls (4, from resilience4j.bulkhead.instances.ledger.\
+         max-concurrent-calls): no sheddable call could ever run",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+    }
+    assert!(!text.contains("connection pool 'bank' has no bulkhead"), "{text}");
+    assert!(!text.contains("connection pool 'ledger' has no bulkhead"), "{text}");
+    assert!(
+        text.contains(
+            "  warning[R-RES-BH-1] client.reports.max-concurrent: connection pool 'reports' has \
+             no bulkhead"
+        ),
+        "{text}"
+    );
+    assert_eq!(counts(&text), ("2".to_owned(), "1".to_owned()), "{text}");
+}

@@ -601,7 +601,7 @@ sheddable-headroom = 2
     let first = batch.try_acquire_many(Criticality::Sheddable).unwrap();
     // 2 free, both held back from sheddable calls.
     let refused = batch.try_acquire_many(Criticality::Sheddable).unwrap_err();
-    assert_eq!(refused.reason(), RejectReason::Full);
+    assert_eq!(refused.reason(), RejectReason::Reserved);
     // Default and critical calls take them.
     let user = batch.try_acquire().unwrap();
     let critical = batch.try_acquire_many(Criticality::Critical).unwrap();

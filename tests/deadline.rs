@@ -37,7 +37,7 @@ fn acquire_when_full_times_out_after_max_wait() {
     assert_eq!(err.max_concurrent_calls(), 1);
     assert!(err
         .to_string()
-        .starts_with("Bulkhead 'deadline-timeout' is full and does not permit further calls"));
+        .starts_with("Bulkhead 'deadline-timeout' stayed full for the call's whole max wait"));
     // The timed-out caller left the queue and took nothing.
     assert_metrics(bulkhead.metrics(), 0, 1, 1, 0);
 }

@@ -153,7 +153,7 @@ fn bounded_keys_refuse_with_the_key_named() {
     assert_eq!((refused.bulkhead_name(), refused.max_concurrent_calls()), ("hosts/77", 3));
     assert_eq!(
         refused.to_string(),
-        "Bulkhead 'hosts/77' is full and does not permit further calls (too many keys; max keys 3)"
+        "Bulkhead 'hosts/77' has no room for another key (too many keys; max keys 3)"
     );
     drop(busy);
     // All three are idle now: the next new key evicts them.

@@ -25,9 +25,11 @@ fn max_waiting_zero_on_full_bulkhead_rejects_at_once() {
             assert_eq!(err.reason(), RejectReason::TooManyWaiting);
             assert_eq!(err.waited(), Duration::ZERO);
             assert_eq!(err.max_concurrent_calls(), 1);
-            assert!(err
-                .to_string()
-                .starts_with("Bulkhead 'mw-zero' is full and does not permit further calls"));
+            assert_eq!(
+                err.to_string(),
+                "Bulkhead 'mw-zero' is full and already has as many callers waiting as it allows \
+                 (too many waiting; max concurrent calls 1)"
+            );
         }
         assert_metrics(bulkhead.metrics(), 0, 1, 1, 0);
     });

@@ -166,6 +166,28 @@ fn counters_count_permitted_rejected_by_reason_and_finished() {
     assert!(text.contains("# TYPE bulkhead_calls_rejected_total counter"), "{text}");
 }
 
+/// Issue 31: a sheddable call held back by the headroom while slots are free is exported
+/// under its own label, `reason="reserved"`, not as `full`.
+#[test]
+fn a_sheddable_call_held_back_by_the_headroom_is_exported_as_reserved() {
+    use bulkhead::Criticality;
+    let config =
+        BulkheadConfig::builder().max_concurrent_calls(2).sheddable_headroom(1).build().unwrap();
+    let (recorder, bulkhead, instrumented) = setup("kept", config);
+    let handle = recorder.handle();
+    let _user = bulkhead.try_acquire().unwrap();
+    let refused = bulkhead.try_acquire_many(Criticality::Sheddable).unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::Reserved);
+
+    instrumented.collect();
+    let text = render(&handle);
+    assert_eq!(
+        sample(&text, r#"bulkhead_calls_rejected_total{name="kept",reason="reserved"}"#),
+        1.0
+    );
+    assert_eq!(sample(&text, r#"bulkhead_calls_rejected_total{name="kept",reason="full"}"#), 0.0);
+}
+
 #[test]
 fn counters_are_exact_under_concurrent_calls() {
     const THREADS: usize = 4;

@@ -237,7 +237,7 @@ fn sheddable_calls_leave_the_headroom_free() {
     let a = bulkhead.try_acquire_many(Criticality::Sheddable).unwrap();
     let b = bulkhead.try_acquire_many(Criticality::Sheddable).unwrap();
     let err = bulkhead.try_acquire_many(Criticality::Sheddable).unwrap_err();
-    assert_eq!(err.reason(), RejectReason::Full);
+    assert_eq!(err.reason(), RejectReason::Reserved);
     // A sheddable waiter queues for the headroom...
     let mut shed = Waiter::queue(bulkhead.acquire_many_async(Criticality::Sheddable));
     // ...and a critical try takes a held-back permit past it.
@@ -456,11 +456,11 @@ fn a_keyed_bulkhead_takes_the_same_requests_at_both_levels() {
     let shed = keyed.try_acquire_many(&1, Criticality::Sheddable).unwrap();
     // Key 1 has 1 free, kept from sheddable calls.
     let err = keyed.try_acquire_many(&1, Criticality::Sheddable).unwrap_err();
-    assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::Full, "tenants/1"));
+    assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::Reserved, "tenants/1"));
     let user = keyed.try_acquire_many(&1, Criticality::Critical).unwrap();
     // The total has 1 free (3 - 2), kept from sheddable calls too: key 2 is refused there.
     let err = keyed.try_acquire_many(&2, Criticality::Sheddable).unwrap_err();
-    assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::Full, "tenants"));
+    assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::Reserved, "tenants"));
     let owned =
         keyed.try_acquire_many_owned(&2, Request::permits(1).criticality(Criticality::Critical));
     assert_eq!(owned.unwrap().num_permits(), 1);

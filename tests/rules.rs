@@ -271,6 +271,22 @@ fn a_pool_without_a_bulkhead_is_a_warning() {
     assert!(found[0].message().ends_with("max-concurrent-calls: 4"), "{}", found[0].message());
 }
 
+/// Issue 31: a pool whose instance is written but left out for its errors has a bulkhead;
+/// the report gives the instance's error, not R-RES-BH-1.
+#[test]
+fn a_pool_whose_instance_has_errors_is_not_reported_without_a_bulkhead() {
+    let report = Report::parse(
+        "client.bank.max-concurrent: 20\n\
+         resilience4j.bulkhead.instances.bank: { base-config: shared, max-concurrent-calls: 16 }",
+        Format::Yaml,
+    )
+    .unwrap();
+    assert!(report.file().instance("bank").is_none(), "left out for its error");
+    assert_eq!(report.errors().len(), 1);
+    assert_eq!(report.errors()[0].key(), "resilience4j.bulkhead.instances.bank.base-config");
+    assert!(report.findings().is_empty(), "{:?}", report.findings());
+}
+
 // ---- max wait ----
 
 #[test]

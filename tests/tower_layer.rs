@@ -584,3 +584,67 @@ async fn classify_gives_each_request_its_permits_and_criticality() {
     assert_eq!(as_full(&err).reason(), RejectReason::ExceedsLimit);
     assert_eq!(db.metrics().available_concurrent_calls(), 2);
 }
+
+/// Issue 31: a sheddable request the layer refuses for the headroom while slots are free
+/// reaches the caller as `Reserved` (never calling the inner service), its message says so,
+/// and `map_refusal` maps it to the same "temporarily unavailable" (503) as any refusal.
+#[tokio::test(flavor = "current_thread")]
+async fn a_sheddable_request_held_back_by_the_headroom_is_refused_as_reserved() {
+    use bulkhead::tower::map_refusal;
+    use bulkhead::{Criticality, Request as Ask};
+    #[derive(Debug)]
+    enum EdgeError {
+        /// 503: the downstream is temporarily unavailable to us.
+        Unavailable(BulkheadFull),
+        /// 502: anything else.
+        Upstream,
+    }
+    impl From<BulkheadFull> for EdgeError {
+        fn from(full: BulkheadFull) -> Self {
+            EdgeError::Unavailable(full)
+        }
+    }
+    impl From<BoxError> for EdgeError {
+        fn from(_: BoxError) -> Self {
+            EdgeError::Upstream
+        }
+    }
+    fn status(err: &EdgeError) -> StatusCode {
+        match err {
+            EdgeError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            EdgeError::Upstream => StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    let config = BulkheadConfig::builder().max_concurrent_calls(2).sheddable_headroom(1).build();
+    let db = Arc::new(Bulkhead::new("prefetch", config.unwrap()));
+    db.enable_counters();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&calls);
+    let inner = tower::service_fn(move |batch: bool| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        async move { Ok::<_, BoxError>(batch) }
+    });
+    let layer = BulkheadLayer::new(Arc::clone(&db)).classify(|batch: &bool| {
+        let class = if *batch { Criticality::Sheddable } else { Criticality::Default };
+        Ask::permits(1).criticality(class)
+    });
+    let service = ServiceBuilder::new().layer(layer).service(inner);
+
+    let _user = db.try_acquire().unwrap();
+    // One slot free, kept from sheddable requests.
+    let err = service.clone().oneshot(true).await.map_err(map_refusal::<EdgeError>).unwrap_err();
+    assert_eq!(status(&err), StatusCode::SERVICE_UNAVAILABLE);
+    let EdgeError::Unavailable(full) = err else { unreachable!() };
+    assert_eq!((full.reason(), full.bulkhead_name()), (RejectReason::Reserved, "prefetch"));
+    assert_eq!(
+        full.to_string(),
+        "Bulkhead 'prefetch' keeps its remaining free permits for calls that are not sheddable \
+         (held back by the sheddable headroom; max concurrent calls 2)"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the inner service was not called");
+    assert_eq!(db.metrics().calls_rejected(RejectReason::Reserved), 1);
+    // A default request takes the kept slot.
+    assert!(service.oneshot(false).await.map_err(map_refusal::<EdgeError>).is_ok());
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}

@@ -101,6 +101,24 @@ fn tracing_too_many_waiting_is_a_debug_event() {
     assert_eq!(events[0].fields["reason"], "too_many_waiting");
 }
 
+/// Issue 31: a sheddable call held back by the headroom is logged with its own reason.
+#[test]
+fn tracing_reserved_refusal_is_a_debug_event_with_its_own_reason() {
+    use bulkhead::{BulkheadConfig, Criticality};
+    let config =
+        BulkheadConfig::builder().max_concurrent_calls(2).sheddable_headroom(1).build().unwrap();
+    let bulkhead = Bulkhead::new("tr-reserved", config);
+    let _user = bulkhead.try_acquire().unwrap();
+    let events = captured(|| {
+        let refused = bulkhead.try_acquire_many(Criticality::Sheddable).unwrap_err();
+        assert_eq!(refused.reason(), RejectReason::Reserved);
+    });
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].level, Level::DEBUG);
+    assert_eq!(events[0].fields["bulkhead"], "tr-reserved");
+    assert_eq!(events[0].fields["reason"], "reserved");
+}
+
 /// Issue 19: a keyed bulkhead's `TooManyKeys` refusal is logged like any refusal, naming
 /// the refused key's would-be bulkhead.
 #[test]

@@ -281,15 +281,15 @@ impl Model {
         n > 1 && n as usize > self.config.limit
     }
 
-    /// The reason a newcomer asking for `n` that found too few free and may not wait is
-    /// given.
-    fn refusal_many(&self, n: u32) -> RejectReason {
+    /// The reason a newcomer asking for `n` in `class` that was refused and may not wait is
+    /// given: `Closed`, else as `ClassQueue::try_refusal` (above the limit, with the headroom
+    /// for a sheddable request: `ExceedsLimit`; held back by the headroom alone: `Reserved`;
+    /// otherwise `Full`).
+    fn refusal_many(&self, n: u32, class: Criticality) -> RejectReason {
         if self.closed {
             RejectReason::Closed
-        } else if self.exceeds(n) {
-            RejectReason::ExceedsLimit
         } else {
-            RejectReason::Full
+            self.queue.try_refusal(self.available, self.config.limit as i64, n, class)
         }
     }
 
@@ -438,6 +438,7 @@ struct Seen {
     closed: u64,
     exceeds_limit: u64,
     evicted: u64,
+    reserved: u64,
     /// `BulkheadEventKind::Closed` events (not a call: no counter; at most one, for the
     /// first `close`).
     close_events: u64,
@@ -452,6 +453,7 @@ impl Seen {
             RejectReason::Closed => self.closed += 1,
             RejectReason::ExceedsLimit => self.exceeds_limit += 1,
             RejectReason::Evicted => self.evicted += 1,
+            RejectReason::Reserved => self.reserved += 1,
             other => panic!("unexpected reason {other:?}"),
         }
     }
@@ -539,7 +541,7 @@ impl<'a> Harness<'a> {
         let expected = if model.try_admits(n, class) {
             Enqueue::Granted
         } else if model.closed || model.exceeds(n) || n == 0 || config.wait == Wait::Zero {
-            let reason = model.refusal_many(n);
+            let reason = model.refusal_many(n, class);
             let err = match result {
                 Poll::Ready(Err(err)) => err,
                 other => panic!(
@@ -634,7 +636,7 @@ impl<'a> Harness<'a> {
             self.seen.permitted += 1;
         } else {
             let err = result.expect_err("the model has too few permits for a newcomer");
-            self.expect_full(&err, self.model.refusal_many(n));
+            self.expect_full(&err, self.model.refusal_many(n, class.unwrap_or_default()));
         }
     }
 
@@ -886,6 +888,7 @@ impl<'a> Harness<'a> {
             closed: m.calls_rejected(RejectReason::Closed),
             exceeds_limit: m.calls_rejected(RejectReason::ExceedsLimit),
             evicted: m.calls_rejected(RejectReason::Evicted),
+            reserved: m.calls_rejected(RejectReason::Reserved),
             // Not counted: the first close is the only one that emits.
             close_events: u64::from(m.is_closed()),
         };

@@ -246,6 +246,7 @@ struct EventCounts {
     finished: AtomicUsize,
     exceeds: AtomicUsize,
     evicted: AtomicUsize,
+    reserved: AtomicUsize,
 }
 
 impl EventCounts {
@@ -258,12 +259,13 @@ impl EventCounts {
             BulkheadEventKind::CallFinished => &self.finished,
             BulkheadEventKind::CallRejected(RejectReason::ExceedsLimit) => &self.exceeds,
             BulkheadEventKind::CallRejected(RejectReason::Evicted) => &self.evicted,
+            BulkheadEventKind::CallRejected(RejectReason::Reserved) => &self.reserved,
             other => panic!("an event kind the model does not know: {other:?}"),
         };
         counter.fetch_add(1, Ordering::SeqCst);
     }
 
-    fn snapshot(&self) -> [usize; 7] {
+    fn snapshot(&self) -> [usize; 8] {
         [
             self.permitted.load(Ordering::SeqCst),
             self.full.load(Ordering::SeqCst),
@@ -272,6 +274,7 @@ impl EventCounts {
             self.finished.load(Ordering::SeqCst),
             self.exceeds.load(Ordering::SeqCst),
             self.evicted.load(Ordering::SeqCst),
+            self.reserved.load(Ordering::SeqCst),
         ]
     }
 }
@@ -289,9 +292,9 @@ struct Harness<'a> {
     /// and the sheddable headroom (see `queue_model.rs`).
     queue: ClassQueue,
     listeners: usize,
-    expected_events: [usize; 7],
+    expected_events: [usize; 8],
     /// What the bulkhead's own counters must read: every event once, listeners or not.
-    expected_counts: [u64; 7],
+    expected_counts: [u64; 8],
     // ---- real ----
     futures: Vec<(u64, LiveFuture<'a>)>,
     permits: Vec<Held<'a>>,
@@ -376,8 +379,8 @@ pub fn run_ops(data: &[u8]) {
         cap,
         queue: ClassQueue { waiters: Vec::new(), lifo, headroom: headroom_u32(headroom) },
         listeners: 0,
-        expected_events: [0; 7],
-        expected_counts: [0; 7],
+        expected_events: [0; 8],
+        expected_counts: [0; 8],
         futures: Vec::new(),
         permits: Vec::new(),
         next_id: 0,
@@ -489,6 +492,12 @@ impl<'a> Harness<'a> {
         self.queue.try_admits(self.available, n, class)
     }
 
+    /// The reason a non-waiting classed `try_acquire_many` that `try_admits` refused is given
+    /// (see `ClassQueue::try_refusal`).
+    fn try_refusal(&self, n: u32, class: Criticality) -> RejectReason {
+        self.queue.try_refusal(self.available, self.limit, n, class)
+    }
+
     /// Under the queue lock, for a waiting acquire the fast path refused (max wait not zero,
     /// `n` within the limit). Changes nothing.
     fn enqueue_outcome(&self, n: u32, class: Criticality) -> Enqueue {
@@ -576,9 +585,20 @@ impl<'a> Harness<'a> {
             }
             _ => assert_eq!(err.waited(), Duration::ZERO, "{what}: waited ({ctx})"),
         }
+        // Each reason its own sentence (issue 31); `Full` keeps Resilience4j's.
         let text = err.to_string();
-        let prefix = format!("Bulkhead '{NAME}' is full and does not permit further calls");
+        let prefix = match reason {
+            RejectReason::Full => format!("Bulkhead '{NAME}' is full and does not permit further"),
+            _ => format!("Bulkhead '{NAME}' "),
+        };
         assert!(text.starts_with(&prefix), "{what}: message {text:?} ({ctx})");
+        let detail = match err.waited() {
+            w if w.is_zero() => format!(" ({reason}; max concurrent calls {})", self.limit),
+            w => format!(" ({reason}; max concurrent calls {}; waited {w:?})", self.limit),
+        };
+        assert!(text.ends_with(&detail), "{what}: message {text:?}, not {detail:?} ({ctx})");
+        let full = "is full and does not permit";
+        assert_eq!(reason == RejectReason::Full, text.contains(full), "{what}: {text:?} ({ctx})");
     }
 
     // ---------------------------------------------------------------- operations
@@ -653,13 +673,11 @@ impl<'a> Harness<'a> {
             let Err(e) = result else {
                 panic!("{what}({n}, {class}) admitted but the model refuses ({})", self.ctx());
             };
-            if self.exceeds(n) {
-                self.expect_err(&e, RejectReason::ExceedsLimit, Duration::ZERO, what);
-                self.emit(5);
-            } else {
-                self.expect_err(&e, RejectReason::Full, Duration::ZERO, what);
-                self.emit(1);
-            }
+            // Above the limit (with the headroom, for a sheddable request), held back by the
+            // headroom alone (issue 31), or full.
+            let reason = self.try_refusal(n, class);
+            self.expect_err(&e, reason, Duration::ZERO, what);
+            self.emit(event_index(reason));
         }
     }
 
@@ -780,7 +798,7 @@ impl<'a> Harness<'a> {
         } else if self.exceeds(need) {
             Enqueue::Refused(RejectReason::ExceedsLimit)
         } else if self.wait == WaitMode::Zero {
-            Enqueue::Refused(RejectReason::Full)
+            Enqueue::Refused(self.try_refusal(need, class))
         } else {
             self.enqueue_outcome(need, class)
         };
@@ -1140,7 +1158,7 @@ impl<'a> Harness<'a> {
         assert_eq!(
             self.events.snapshot(),
             self.expected_events,
-            "events [permitted, full, timed out, too many, finished, exceeds, evicted] ({ctx})"
+            "events [permitted, full, timed out, too many, finished, exceeds, evicted, reserved] ({ctx})"
         );
         let counted = [
             m.calls_permitted(),
@@ -1150,10 +1168,11 @@ impl<'a> Harness<'a> {
             m.calls_finished(),
             m.calls_rejected(RejectReason::ExceedsLimit),
             m.calls_rejected(RejectReason::Evicted),
+            m.calls_rejected(RejectReason::Reserved),
         ];
         assert_eq!(
             counted, self.expected_counts,
-            "counters [permitted, full, timed out, too many, finished, exceeds, evicted] ({ctx})"
+            "counters [permitted, full, timed out, too many, finished, exceeds, evicted, reserved] ({ctx})"
         );
     }
 
@@ -1192,6 +1211,7 @@ fn event_index(reason: RejectReason) -> usize {
         RejectReason::TooManyWaiting => 3,
         RejectReason::ExceedsLimit => 5,
         RejectReason::Evicted => 6,
+        RejectReason::Reserved => 7,
         other => panic!("a refusal the model does not know: {other:?}"),
     }
 }

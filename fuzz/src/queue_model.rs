@@ -17,7 +17,10 @@
 //!   never fit**: refused `ExceedsLimit` before it queues, and, once queued, by the drain
 //!   that follows any change of the limit or the headroom, wherever it stands (issue 29);
 //! * a default or critical newcomer served before everyone queued takes the permits held
-//!   back for them (a sheddable waiter's headroom, a lower class): `try_admits`.
+//!   back for them (a sheddable waiter's headroom, a lower class): `try_admits`;
+//! * a non-waiting request that is refused on an open bulkhead is told `ExceedsLimit` if it
+//!   can never fit, `Reserved` if it is sheddable and found its n free with nobody queued
+//!   (only the headroom held it back), `Full` otherwise: `try_refusal` (issue 31).
 //!
 //! Adaptive LIFO is not modelled: it switches between the two orders on the real clock.
 #![allow(dead_code)] // each including model uses its own part
@@ -135,6 +138,24 @@ impl ClassQueue {
         match class {
             Criticality::Sheddable => free && self.is_empty(),
             _ => free && self.newcomer_first(class),
+        }
+    }
+
+    /// The reason a non-waiting request of `n` (> 0) in `class` that
+    /// [`try_admits`](Self::try_admits) refused on an open bulkhead is given.
+    pub fn try_refusal(
+        &self,
+        available: i64,
+        limit: i64,
+        n: u32,
+        class: Criticality,
+    ) -> RejectReason {
+        if self.cannot_fit(n, class, limit) {
+            RejectReason::ExceedsLimit
+        } else if class == Criticality::Sheddable && available >= i64::from(n) && self.is_empty() {
+            RejectReason::Reserved
+        } else {
+            RejectReason::Full
         }
     }
 

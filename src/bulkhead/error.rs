@@ -16,6 +16,22 @@ use crate::observe::reason::RejectReason;
 /// waited), so keeping it costs a refusal about as much as tokio's one-byte
 /// `TryAcquireError` (`benches/results/latest.md`).
 ///
+/// Its message names the bulkhead and says what happened, a sentence of its own for each
+/// [`RejectReason`] (Resilience4j's `is full and does not permit further calls` for
+/// [`Full`](RejectReason::Full)), then, in parentheses, the reason, the limit and, for a
+/// caller that queued, how long it waited:
+///
+/// | reason | message |
+/// |---|---|
+/// | `Full` | `Bulkhead 'bank' is full and does not permit further calls (full; max concurrent calls 1)` |
+/// | `WaitTimedOut` | `Bulkhead 'bank' stayed full for the call's whole max wait (wait timed out; max concurrent calls 1; waited 20ms)` |
+/// | `TooManyWaiting` | `Bulkhead 'bank' is full and already has as many callers waiting as it allows (too many waiting; max concurrent calls 1)` |
+/// | `Closed` | `Bulkhead 'bank' is closed and permits no further calls (closed; max concurrent calls 1)` |
+/// | `TooManyKeys` | `Bulkhead 'hosts/a.example' has no room for another key (too many keys; max keys 3)` |
+/// | `ExceedsLimit` | `Bulkhead 'bank' cannot grant this request under its current limit (request exceeds the limit; max concurrent calls 1)` |
+/// | `Evicted` | `Bulkhead 'bank' evicted the call from its queue to serve another first (evicted from the queue; max concurrent calls 1; waited 3ms)` |
+/// | `Reserved` | `Bulkhead 'bank' keeps its remaining free permits for calls that are not sheddable (held back by the sheddable headroom; max concurrent calls 4)` |
+///
 /// # Examples
 ///
 /// ```
@@ -28,6 +44,11 @@ use crate::observe::reason::RejectReason;
 /// assert_eq!(err.reason(), RejectReason::Full);
 /// assert!(err.waited().is_zero());
 /// assert!(err.to_string().starts_with("Bulkhead 'bank' is full and does not permit further calls"));
+/// bulkhead.close();
+/// assert_eq!(
+///     bulkhead.try_acquire().unwrap_err().to_string(),
+///     "Bulkhead 'bank' is closed and permits no further calls (closed; max concurrent calls 1)"
+/// );
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone)]
@@ -166,7 +187,9 @@ impl BulkheadFull {
     }
 
     /// How long the caller waited, measured from the start of the call: at least the allowed
-    /// wait for [`RejectReason::WaitTimedOut`], zero for the other reasons. Kept to within
+    /// wait for [`RejectReason::WaitTimedOut`], how long it queued for
+    /// [`RejectReason::Evicted`] (zero for an unbounded async wait that began unobserved:
+    /// it never read the clock), zero for the other reasons. Kept to within
     /// one part in two million, rounded up (exact below 4 ms).
     pub fn waited(&self) -> Duration {
         self.packed.waited()
@@ -201,13 +224,16 @@ impl fmt::Display for BulkheadFull {
             if reason == RejectReason::TooManyKeys { "max keys" } else { "max concurrent calls" };
         write!(
             f,
-            "Bulkhead '{}' is full and does not permit further calls ({}; {limit} {}",
+            "Bulkhead '{}' {} ({}; {limit} {}",
             self.name,
+            reason.sentence(),
             reason,
             self.max_concurrent_calls()
         )?;
-        if reason == RejectReason::WaitTimedOut {
-            write!(f, "; waited {:?}", self.waited())?;
+        // Only a caller that queued waited (`WaitTimedOut`, `Evicted`).
+        let waited = self.waited();
+        if !waited.is_zero() {
+            write!(f, "; waited {waited:?}")?;
         }
         f.write_str(")")
     }
@@ -265,6 +291,19 @@ mod tests {
         assert_eq!(decode_waited(encode_waited(Duration::MAX)), Duration::from_nanos(u64::MAX));
         let full = BulkheadFull::new(name(), 1, RejectReason::WaitTimedOut, Duration::MAX);
         assert_eq!(full.reason(), RejectReason::WaitTimedOut);
+    }
+
+    #[test]
+    fn every_reason_has_a_sentence_of_its_own_and_only_full_says_full() {
+        let mut sentences = std::collections::HashSet::new();
+        for reason in RejectReason::ALL {
+            let text = BulkheadFull::new(name(), 3, reason, Duration::ZERO).to_string();
+            let head = format!("Bulkhead 'bank' {} ({reason}; ", reason.sentence());
+            assert!(text.starts_with(&head), "{text}");
+            assert!(sentences.insert(reason.sentence()), "{reason:?} shares its sentence");
+            let full = text.contains("is full and does not permit further calls");
+            assert_eq!(full, reason == RejectReason::Full, "{text}");
+        }
     }
 
     #[test]

@@ -89,7 +89,7 @@ impl Bulkhead {
     /// let _busy = port.bulkhead.try_acquire()?; // the only slot is taken for 100 ms
     /// match port.balance(7) {
     ///     Err(PortError::TemporarilyUnavailable(why)) => {
-    ///         assert!(why.starts_with("Bulkhead 'sber' is full"))
+    ///         assert!(why.starts_with("Bulkhead 'sber' stayed full for the call's whole max wait"))
     ///     }
     ///     other => panic!("expected a refusal, got {other:?}"),
     /// }

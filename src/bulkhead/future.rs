@@ -244,7 +244,7 @@ impl Core {
             || word.exceeds_limit(permits)
             || permits == 0
         {
-            return Some(self.done_with(Err(bulkhead.refuse_many(word, permits))));
+            return Some(self.done_with(Err(bulkhead.refuse_many(word, request))));
         }
         None
     }

@@ -531,7 +531,10 @@ impl Bulkhead {
     /// # Errors
     ///
     /// [`RejectReason::ExceedsLimit`] when `n` is above the current limit (it could never be
-    /// granted); [`RejectReason::Full`] when fewer than `n` slots are free for a newcomer;
+    /// granted; for a sheddable request, `n` plus the `sheddable_headroom`);
+    /// [`RejectReason::Reserved`] when a sheddable request found `n` slots free and nobody
+    /// queued, but not the headroom it must leave besides; [`RejectReason::Full`] when fewer
+    /// than `n` slots are free for a newcomer (or callers are queued);
     /// [`RejectReason::Closed`] once [`close`](Self::close) ran.
     ///
     /// # Examples
@@ -556,7 +559,7 @@ impl Bulkhead {
         let n = request.num_permits();
         match self.try_acquire_request(request) {
             Ok(word) => Ok(Permit::with_permits(self, n, self.permitted(word))),
-            Err(word) => Err(self.refuse_many(word, n)),
+            Err(word) => Err(self.refuse_many(word, request)),
         }
     }
 
@@ -581,7 +584,9 @@ impl Bulkhead {
     /// # Errors
     ///
     /// As [`acquire`](Self::acquire), and [`RejectReason::ExceedsLimit`] when `n` is above
-    /// the limit, when asked or when a shrink put the limit below `n` while it waited.
+    /// the limit, when asked or when a shrink put the limit below `n` while it waited. With a
+    /// zero max wait, as [`try_acquire_many`](Self::try_acquire_many) (a sheddable request
+    /// held back by the headroom is [`RejectReason::Reserved`]; allowed to wait, it queues).
     ///
     /// # Examples
     ///
@@ -611,7 +616,7 @@ impl Bulkhead {
                     || word.exceeds_limit(n)
                     || self.max_wait_is_zero() =>
             {
-                Err(self.refuse_many(word, n))
+                Err(self.refuse_many(word, request))
             }
             Err(_) => self
                 .wait_blocking(self.max_wait(), n, request.class())
@@ -1326,20 +1331,45 @@ impl Bulkhead {
         }
     }
 
-    /// The refusal of a caller asking for `permits` that found too few free and may not wait:
-    /// `Closed`, `ExceedsLimit` when the request is above the limit (it could never be
-    /// granted), `Full` otherwise.
+    /// The refusal of a caller making `request` that the word it saw refused and that may
+    /// not wait, in this order:
+    ///
+    /// * `Closed` if the word is closed;
+    /// * `ExceedsLimit` if the request could never be granted: its permits above the limit,
+    ///   or, for a sheddable one, its permits plus the configured `sheddable_headroom` (as
+    ///   the engine refuses such a waiter before it queues);
+    /// * `Reserved` for a sheddable request that found its permits free and nobody queued:
+    ///   the engine's sheddable acquire (`Semaphore::try_acquire_sheddable`) refuses such a
+    ///   word only for the headroom it must leave;
+    /// * `Full` otherwise (too few free, or callers queued: a newcomer never overtakes).
+    ///
+    /// `word` is the word the acquire was refused on. The headroom is read from the
+    /// configuration, so a refusal racing a `change_config` may judge "could never fit" by
+    /// the old or the new headroom, as the acquire itself may have.
     #[cold]
     #[inline(never)]
-    pub(crate) fn refuse_many(&self, word: Word, permits: u32) -> BulkheadFull {
+    pub(crate) fn refuse_many(&self, word: Word, request: Request) -> BulkheadFull {
+        let permits = request.num_permits();
+        let sheddable = request.class() == Criticality::Sheddable;
         let reason = if word.is_closed() {
             RejectReason::Closed
-        } else if word.exceeds_limit(permits) {
+        } else if word.exceeds_limit(permits)
+            || (sheddable && word.exceeds_limit(permits.saturating_add(self.headroom())))
+        {
             RejectReason::ExceedsLimit
+        } else if sheddable && word.available() >= i64::from(permits) && !word.holds_back(permits) {
+            // Open with `permits` free: `holds_back` is then exactly "callers are queued".
+            RejectReason::Reserved
         } else {
             RejectReason::Full
         };
         self.reject(word, reason, Duration::ZERO)
+    }
+
+    /// The configured `sheddable_headroom`, in the engine's permit count (at most the
+    /// limit, so it fits).
+    fn headroom(&self) -> u32 {
+        u32::try_from(self.config.lock().sheddable_headroom()).unwrap_or(u32::MAX)
     }
 
     /// An empty permit's "acquire": takes nothing, so it is granted at once, even past queued

@@ -130,7 +130,9 @@ impl fmt::Display for QueueOrder {
 ///   granted at once: it is refused while anyone of its class or a higher one is queued
 ///   (under FIFO), and takes permits free but held back for a queued caller of a lower class
 ///   (a sheddable one below the headroom, or a lower-class weighted one needing more). A
-///   sheddable non-waiting call is refused while anyone is queued.
+///   sheddable non-waiting call is refused while anyone is queued (`Full`); one refused
+///   only for the headroom, with its permits free and nobody queued, is
+///   [`RejectReason::Reserved`](crate::RejectReason::Reserved).
 ///
 /// A bulkhead whose callers never give a criticality pays nothing for it: the default
 /// class takes the plain fast paths.
@@ -142,7 +144,7 @@ impl fmt::Display for QueueOrder {
 /// let batch = bulkhead.try_acquire_many(Request::permits(2).criticality(Criticality::Sheddable))?;
 /// // 2 free, but both are kept from sheddable calls:
 /// let refused = bulkhead.try_acquire_many(Criticality::Sheddable).unwrap_err();
-/// assert_eq!(refused.reason(), RejectReason::Full);
+/// assert_eq!(refused.reason(), RejectReason::Reserved);
 /// // a default or critical call takes them:
 /// let user = bulkhead.try_acquire_many(Criticality::Critical)?;
 /// # drop((batch, user));

@@ -1,4 +1,4 @@
-//! Bulkhead metrics through the [`metrics`] facade (feature `metrics`).
+//! Bulkhead metrics through the `metrics` crate's facade (feature `metrics`).
 //!
 //! [`register`] gives a bulkhead the metrics a service team puts on a dashboard, exported by
 //! whatever recorder the application installed (Prometheus, StatsD, OpenTelemetry, ...).
@@ -12,7 +12,7 @@
 //! | `bulkhead_waiting_calls` | gauge | callers queued for a slot |
 //! | `bulkhead_closed` | gauge | 1 once [`Bulkhead::close`] ran (the bulkhead refuses every call), else 0 |
 //! | `bulkhead_calls_permitted_total` | counter | calls admitted |
-//! | `bulkhead_calls_rejected_total` | counter | calls refused, label `reason`: [`RejectReason::label`] (`full`, `wait_timed_out`, `too_many_waiting`, `closed`, `too_many_keys`, `exceeds_limit`, `evicted`) |
+//! | `bulkhead_calls_rejected_total` | counter | calls refused, label `reason`: [`RejectReason::label`] (`full`, `wait_timed_out`, `too_many_waiting`, `closed`, `too_many_keys`, `exceeds_limit`, `evicted`, `reserved`) |
 //! | `bulkhead_calls_finished_total` | counter | permits released (call returned, unwound or was cancelled) |
 //! | `bulkhead_adaptive_limit`, `_min_limit`, `_max_limit`, `_samples_total`, and the algorithm's estimates | gauges, counter | only for a bulkhead with an adaptive limit attached ([`Bulkhead::set_adaptive_limit`]): the controller's state |
 //! | `bulkhead_wait_duration_seconds` | histogram | time spent getting a permit, label `outcome`: `permitted` or `rejected`; zero for a permit taken at once or an immediate refusal (also counted as zero: a queued caller refused by `close`, and an unbounded async wait that began before the bulkhead was observed, which never read the clock) |
@@ -109,7 +109,8 @@ pub const CLOSED: &str = "bulkhead_closed";
 /// Counter: calls admitted.
 pub const CALLS_PERMITTED: &str = "bulkhead_calls_permitted_total";
 /// Counter: calls refused, labelled `reason` ([`RejectReason::label`]: `full`,
-/// `wait_timed_out`, `too_many_waiting`, `closed`).
+/// `wait_timed_out`, `too_many_waiting`, `closed`, `too_many_keys`, `exceeds_limit`,
+/// `evicted`, `reserved`).
 pub const CALLS_REJECTED: &str = "bulkhead_calls_rejected_total";
 /// Counter: permits released.
 pub const CALLS_FINISHED: &str = "bulkhead_calls_finished_total";
@@ -339,7 +340,7 @@ mod register_sealed {
 }
 
 /// Starts exporting `bulkhead`'s metrics to the recorder that is current now (the global
-/// one, or a local one set with [`metrics::with_local_recorder`]). The one export path of
+/// one, or a local one set with `metrics::with_local_recorder`). The one export path of
 /// the family: a plain `Arc<Bulkhead>`, one with an adaptive limit attached (its
 /// `bulkhead_adaptive_*` gauges come with it), or an `Arc<KeyedBulkhead>` (its capped
 /// per-key series and its total: [`InstrumentedKeyed`]).

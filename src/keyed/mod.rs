@@ -1194,7 +1194,10 @@ where
     /// [`RejectReason::ExceedsLimit`] when `n` is above the total's limit (named `name`:
     /// checked first, before the key is looked up, so such a request creates no key) or
     /// above the key's (`"{name}/{key}"`); otherwise as [`try_acquire`](Self::try_acquire),
-    /// `Full` when fewer than `n` slots are free at a level.
+    /// `Full` when fewer than `n` slots are free at a level, and, for a sheddable request,
+    /// as [`Bulkhead::try_acquire_many`] at each level (`Reserved` from the level whose
+    /// `sheddable_headroom` held it back, `ExceedsLimit` when `n` plus a level's headroom is
+    /// above its limit).
     ///
     /// ```
     /// use bulkhead::{BulkheadConfig, RejectReason, keyed::KeyedBulkhead};
@@ -1309,7 +1312,7 @@ where
             Some(total) => {
                 let word = total.sem().load();
                 if word.exceeds_limit(n) {
-                    return Err(total.refuse_many(word, n));
+                    return Err(total.refuse_many(word, Request::permits(n)));
                 }
                 Ok(())
             }

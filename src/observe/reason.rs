@@ -41,12 +41,38 @@ pub enum RejectReason {
     /// a waiter of a lower class), or, under adaptive LIFO, the queue stood and it was older
     /// than the target.
     Evicted,
+    /// A sheddable call that did not wait was held back by
+    /// [`sheddable_headroom`](crate::BulkheadConfigBuilder::sheddable_headroom) while slots
+    /// were free: nobody was queued and its permits were free, but not its permits plus the
+    /// headroom, which is kept for default and critical calls (see
+    /// [`Criticality`](crate::Criticality)). Given by
+    /// [`try_acquire_many`](crate::Bulkhead::try_acquire_many) with
+    /// [`Criticality::Sheddable`](crate::Criticality::Sheddable), and by the waiting weighted
+    /// acquires under a zero max wait; a sheddable caller allowed to wait queues for the
+    /// headroom instead. A sheddable request that could never be granted (its permits plus
+    /// the headroom above the limit) is [`ExceedsLimit`](Self::ExceedsLimit); one refused
+    /// while others are queued, or with fewer than its permits free, is [`Full`](Self::Full).
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig, Criticality, RejectReason};
+    /// let config = BulkheadConfig::builder().max_concurrent_calls(4).sheddable_headroom(2).build()?;
+    /// let search = Bulkhead::new("search", config);
+    /// let prefetch = search.try_acquire_many(Criticality::Sheddable)?;
+    /// let _other = search.try_acquire_many(Criticality::Sheddable)?;
+    /// // 2 free, both kept for calls that are not sheddable:
+    /// let refused = search.try_acquire_many(Criticality::Sheddable).unwrap_err();
+    /// assert_eq!(refused.reason(), RejectReason::Reserved);
+    /// assert_eq!(search.metrics().available_concurrent_calls(), 2);
+    /// # drop(prefetch);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    Reserved,
 }
 
 impl RejectReason {
     /// Every reason, in declaration order: `ALL[r.index()] == r`. Per-reason counters are
     /// arrays of this length, so a new reason is one more entry here (and its label below).
-    pub(crate) const ALL: [RejectReason; 7] = [
+    pub(crate) const ALL: [RejectReason; 8] = [
         RejectReason::Full,
         RejectReason::WaitTimedOut,
         RejectReason::TooManyWaiting,
@@ -54,6 +80,7 @@ impl RejectReason {
         RejectReason::TooManyKeys,
         RejectReason::ExceedsLimit,
         RejectReason::Evicted,
+        RejectReason::Reserved,
     ];
 
     /// The position of this reason in [`ALL`](Self::ALL).
@@ -81,6 +108,7 @@ impl RejectReason {
     /// assert_eq!(RejectReason::TooManyKeys.label(), "too_many_keys");
     /// assert_eq!(RejectReason::ExceedsLimit.label(), "exceeds_limit");
     /// assert_eq!(RejectReason::Evicted.label(), "evicted");
+    /// assert_eq!(RejectReason::Reserved.label(), "reserved");
     /// ```
     pub const fn label(self) -> &'static str {
         match self {
@@ -91,6 +119,26 @@ impl RejectReason {
             RejectReason::TooManyKeys => "too_many_keys",
             RejectReason::ExceedsLimit => "exceeds_limit",
             RejectReason::Evicted => "evicted",
+            RejectReason::Reserved => "reserved",
+        }
+    }
+
+    /// What the bulkhead did, as the refusal's message says it after the bulkhead's name
+    /// (`Bulkhead 'NAME' ...`): each reason its own sentence; `Full` keeps Resilience4j's.
+    pub(crate) const fn sentence(self) -> &'static str {
+        match self {
+            RejectReason::Full => "is full and does not permit further calls",
+            RejectReason::WaitTimedOut => "stayed full for the call's whole max wait",
+            RejectReason::TooManyWaiting => {
+                "is full and already has as many callers waiting as it allows"
+            }
+            RejectReason::Closed => "is closed and permits no further calls",
+            RejectReason::TooManyKeys => "has no room for another key",
+            RejectReason::ExceedsLimit => "cannot grant this request under its current limit",
+            RejectReason::Evicted => "evicted the call from its queue to serve another first",
+            RejectReason::Reserved => {
+                "keeps its remaining free permits for calls that are not sheddable"
+            }
         }
     }
 }
@@ -105,6 +153,7 @@ impl fmt::Display for RejectReason {
             RejectReason::TooManyKeys => "too many keys",
             RejectReason::ExceedsLimit => "request exceeds the limit",
             RejectReason::Evicted => "evicted from the queue",
+            RejectReason::Reserved => "held back by the sheddable headroom",
         })
     }
 }

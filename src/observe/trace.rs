@@ -3,7 +3,7 @@
 //!
 //! | event | level | fields |
 //! |-------|-------|--------|
-//! | a call refused for any other reason (`Full`, `TooManyWaiting`, `Closed`, `TooManyKeys`, `ExceedsLimit`, `Evicted`) | `DEBUG` | `bulkhead`, `reason` |
+//! | a call refused for any other reason (`Full`, `TooManyWaiting`, `Closed`, `TooManyKeys`, `ExceedsLimit`, `Evicted`, `Reserved`) | `DEBUG` | `bulkhead`, `reason` |
 //! | a call refused `WaitTimedOut` (it waited its whole max wait) | `INFO` | `bulkhead`, `reason`, `waited_us` |
 //! | a call permitted after waiting at least [`LONG_WAIT`] | `DEBUG` | `bulkhead`, `waited_us` |
 //!

@@ -703,6 +703,8 @@ impl Binder {
                     origins,
                     adaptive,
                 });
+            } else {
+                self.facts.unresolved_instances.insert(name);
             }
         }
         let mut warnings: Vec<Warning> = instances

@@ -171,7 +171,7 @@
 
 use core::fmt;
 use core::time::Duration;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -614,6 +614,10 @@ pub(crate) struct Facts {
     pub(crate) thread_pool_sections: Vec<String>,
     /// `client.<name>.max-concurrent`: name, path, value.
     pub(crate) pools: BTreeMap<String, (String, tree::Value)>,
+    /// Instances written in the file but left out of it for their settings errors (a
+    /// missing or circular base config, a headroom above the limit, ...): the rules must
+    /// not call them missing (issue 31: their errors say what is wrong).
+    pub(crate) unresolved_instances: BTreeSet<String>,
 }
 
 /// The bulkhead settings of a configuration file, resolved.

@@ -9,7 +9,7 @@
 //! | [`R-RES-BH-3`](POOL_SIZE) | error | a bulkhead allowing as many calls as its connection pool (`client.<name>.max-concurrent`), or more; or a pool size that is not a whole number |
 //! | [`R-RES-BH-3`](POOL_SIZE) | warning | a bulkhead not at 80 % of its pool (`floor(pool × 4 / 5)`, as [`BulkheadConfig::for_pool`]) |
 //! | [`R-RES-BH-3`](POOL_SIZE) | warning | an `adaptive:` block whose max (`max-limit`, else `max-concurrent-calls`) is above 80 % of the pool |
-//! | [`R-RES-BH-1`](OWN_LAYER) | warning | a connection pool (`client.<name>.max-concurrent`) with no bulkhead instance `<name>` |
+//! | [`R-RES-BH-1`](OWN_LAYER) | warning | a connection pool (`client.<name>.max-concurrent`) with no bulkhead instance `<name>` (an instance written but left out for its settings errors is not missing: its errors are reported instead) |
 //! | [`R-RES-BH-WAIT`](MAX_WAIT) | warning | `max-wait-duration` above 1 s: the bulkhead turns into a queue |
 //!
 //! # Examples
@@ -223,7 +223,11 @@ fn pool_size(file: &ConfigFile, out: &mut Vec<Finding>) {
             continue;
         };
         let Some(instance) = file.instance(name) else {
-            no_bulkhead.push((name, pool_path, pool));
+            // An instance left out for its settings errors is in the file: those errors are
+            // reported, and it cannot be checked against its pool until they are fixed.
+            if !file.facts.unresolved_instances.contains(name) {
+                no_bulkhead.push((name, pool_path, pool));
+            }
             continue;
         };
         let calls = instance.config().max_concurrent_calls();
