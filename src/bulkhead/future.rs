@@ -195,7 +195,7 @@ impl Core {
                 Err(word) => word,
             };
             if word.is_closed() || bulkhead.max_wait_is_zero() {
-                if word.holds_back(1) {
+                if word.has_free() {
                     return self.done_with(bulkhead.take_held_back_or_refuse(word));
                 }
                 return self.done_with(Err(bulkhead.refuse(word)));

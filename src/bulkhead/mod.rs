@@ -344,7 +344,7 @@ impl Bulkhead {
     fn acquire_slow(&self, word: Word) -> Result<Permit<'_>, BulkheadFull> {
         // Fail fast without decoding the configured wait into a `Duration`.
         if word.is_closed() || self.max_wait_is_zero() {
-            if word.holds_back(1) {
+            if word.has_free() {
                 return self.take_held_back_or_refuse(word).map(|mark| Permit::new(self, mark));
             }
             return Err(self.refuse(word));
@@ -386,19 +386,18 @@ impl Bulkhead {
     fn acquire_raw(&self, wait: Duration) -> Result<Mark, BulkheadFull> {
         match self.sem.try_acquire() {
             Ok(word) => Ok(self.permitted(word)),
-            Err(word) if word.holds_back(1) && wait.is_zero() => {
-                self.take_held_back_or_refuse(word)
-            }
+            Err(word) if word.has_free() && wait.is_zero() => self.take_held_back_or_refuse(word),
             Err(word) if word.is_closed() || wait.is_zero() => Err(self.refuse(word)),
             Err(_) => self.wait_blocking(wait, 1, Criticality::Default),
         }
     }
 
-    /// A default caller that may not wait, refused by the fast path with `word` that holds
-    /// permits back (`Word::holds_back`): takes one if the queue serves this caller before
-    /// the waiters they are held for (a sheddable waiter's headroom), as a waiting caller
-    /// would be granted at once; otherwise the refusal. Out of line: callers test
-    /// `holds_back` first, so a plain refusal pays one test.
+    /// A default caller that may not wait, refused by the fast path with `word` although a
+    /// permit is free (`Word::has_free`: the waiters flag or `CLOSED` refused it): takes a
+    /// permit held back for queued waiters it is served before (a sheddable waiter's
+    /// headroom), as a waiting caller would be granted at once; otherwise the refusal. Out
+    /// of line: callers test `has_free` first, so a refusal of a full bulkhead pays one
+    /// comparison.
     #[cold]
     #[inline(never)]
     pub(crate) fn take_held_back_or_refuse(&self, word: Word) -> Result<Mark, BulkheadFull> {

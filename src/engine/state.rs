@@ -279,6 +279,14 @@ impl Word {
         self.0 & (WAITERS | CLOSED) == WAITERS && self.available() >= i64::from(n)
     }
 
+    /// At least one permit is free (`available >= 1`), whatever the flags: one signed
+    /// comparison. A refusal that finds this (rare: the waiters flag or `CLOSED` refused it)
+    /// looks further out of line ([`Semaphore::try_acquire_held_back`]).
+    #[inline]
+    pub(crate) fn has_free(self) -> bool {
+        (self.0 as i64) >= ONE_PERMIT as i64
+    }
+
     /// Calls in flight: `limit - available`, never negative.
     #[inline]
     pub(crate) fn in_flight(self) -> usize {
@@ -1239,6 +1247,17 @@ impl Core {
     /// test on the refusal; the lock only when permits are held back.
     #[inline]
     pub(crate) fn try_acquire_held_back(&self, word: Word) -> Result<Word, Word> {
+        if word.has_free() {
+            self.try_acquire_held_back_slow(word)
+        } else {
+            Err(word)
+        }
+    }
+
+    /// [`try_acquire_held_back`](Self::try_acquire_held_back) once a permit was seen free.
+    #[cold]
+    #[inline(never)]
+    fn try_acquire_held_back_slow(&self, word: Word) -> Result<Word, Word> {
         if word.holds_back(1) {
             self.try_acquire_first(1, Criticality::Default)
         } else {
@@ -1268,12 +1287,12 @@ impl Core {
         }
         loop {
             if !word.admits_newcomer() {
-                if word.holds_back(1) {
+                if word.has_free() {
                     // Free permits held back for queued waiters (a sheddable one leaving the
                     // headroom, a weighted one): a default caller served before them takes
                     // one (issue 29: the headroom's docs promise default calls find it).
                     return self
-                        .try_acquire_first(1, Criticality::Default)
+                        .try_acquire_held_back_slow(word)
                         .map_err(|word| refused(word, false));
                 }
                 return Err(refused(word, false));
