@@ -5,7 +5,7 @@
 #
 # Why not `RUSTFLAGS="--cfg loom"`: RUSTFLAGS reaches every crate, and tokio switches to its
 # own loom internals under `cfg(loom)`, which it only builds for its own tests, so such a
-# build fails inside tokio before it reaches us (README, "Model-check your own code"). A
+# build fails inside tokio before it reaches us (docs/model-checking.md). A
 # RUSTC_WRAPPER (ci/rustc-cfg-loom.sh) adds the flag to the `bulkhead` crate alone. Cargo
 # does not fingerprint the wrapper, so a profile override on our package alone (a codegen-units
 # value no build of ours uses) gives these artifacts their own hash: the dependencies are

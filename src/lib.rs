@@ -52,7 +52,7 @@
 //!
 //! Built with `--cfg bulkhead_loom` or `--cfg bulkhead_shuttle`, the bulkhead runs on loom's
 //! or shuttle's primitives and a model clock your test advances, so a crate that embeds it can
-//! model-check its own code with the bulkhead inside (README, "Model-check your own code").
+//! model-check its own code with the bulkhead inside (`docs/model-checking.md`).
 //! The module `bulkhead::model` exists only then; a normal build's API has none of it:
 //!
 //! ```compile_fail
@@ -116,3 +116,24 @@ pub use bulkhead_macros::bulkhead;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+// The same for the docs/ chapters the README links to (docs/performance.md and
+// docs/verification.md have no Rust blocks).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/overload.md")]
+struct OverloadDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/config-guide.md")]
+struct ConfigGuideDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/observability.md")]
+struct ObservabilityDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/adapters.md")]
+struct AdaptersDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/family-guide.md")]
+struct FamilyGuideDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/model-checking.md")]
+struct ModelCheckingDoctests;

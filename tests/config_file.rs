@@ -971,7 +971,7 @@ proptest! {
     }
 }
 
-/// The YAML shown in docs/config-files.md (the README section) is a working file.
+/// The YAML shown in docs/config-files.md (the config-file guide) is a working file.
 #[test]
 fn the_documented_yaml_snippet_loads_and_passes_the_rules() {
     let doc = include_str!("../docs/config-files.md");

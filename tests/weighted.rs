@@ -660,7 +660,7 @@ fn a_shrink_to_zero_refuses_weighted_waiters_and_pauses_the_rest() {
 }
 
 /// The weighted request rides in the acquire futures without growing them: they stay at
-/// 56 bytes on 64-bit targets (the README's waiting section quotes the figure).
+/// 56 bytes on 64-bit targets (docs/performance.md's waiting path quotes the figure).
 #[test]
 #[cfg(target_pointer_width = "64")]
 fn acquire_futures_keep_their_size() {

@@ -417,8 +417,8 @@ impl Bulkhead {
     /// bounded wait that queues, parked while nothing waits with a bound; or a timer of your
     /// own). No timer is armed per waiter. The wait ends no earlier than the max wait and
     /// late only by the operating system's timed park (tens of microseconds on Linux; see the
-    /// README's waiting section for measured figures), not by a runtime's 1 ms tick. A
-    /// future that is not polled after its wake still holds no place in the queue.
+    /// waiting path in `docs/performance.md` for measured figures), not by a runtime's 1 ms
+    /// tick. A future that is not polled after its wake still holds no place in the queue.
     ///
     /// # Cancel safety
     ///

@@ -64,8 +64,8 @@
 //! `bulkhead::model::loom` and `bulkhead::model::shuttle`. Use the re-export (or the same
 //! major version) in your tests: a second copy of a checker in one build is a second,
 //! separate runtime, and the bulkhead's primitives are invisible to the one driving your
-//! test. The README's "Model-check your own code" section shows the exact panics a mismatch
-//! gives.
+//! test. `docs/model-checking.md` ("Model-check your own code") shows the exact panics a
+//! mismatch gives.
 //!
 //! # Examples
 //!

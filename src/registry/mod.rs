@@ -942,8 +942,8 @@ impl BulkheadRegistryBuilder {
     }
 }
 
-// Runs docs/config-files.md's Rust blocks (the README section on config files and the
-// registry, kept beside this module until it is merged) as doctests, so they cannot rot.
+// Runs docs/config-files.md's Rust blocks (the config-file guide; the README's summary of it
+// is docs/config-guide.md) as doctests, so they cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/config-files.md")]
 struct ConfigFilesDoctests;
