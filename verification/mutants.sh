@@ -528,10 +528,7 @@ apply() {
     default_try_ignores_headroom)
         mutate src/engine/state.rs '        if word.holds_back(1) {
             self.try_acquire_first(1, Criticality::Default)' '        if false {
-            self.try_acquire_first(1, Criticality::Default)' &&
-        mutate src/engine/state.rs '                if word.holds_back(1) {
-                    // Free permits' '                if false {
-                    // Free permits' ;;
+            self.try_acquire_first(1, Criticality::Default)' ;;
     wait_drained_zero_checks_after_queueing)
         mutate src/bulkhead/blocking.rs '        if timeout.is_zero() {
             // A wait of zero' '        if false {
