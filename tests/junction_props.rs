@@ -1,7 +1,8 @@
 //! Random sequences over every feature that shares the queue (issue 29): weights, classes and
 //! the sheddable headroom, the three queue orders, a waiter cap, bounded waits that the
 //! deadline timer withdraws while their future is not polled, `change_config` both ways,
-//! `close` with drain waiters queued before and after it, and wakers that panic. No model of
+//! `close` with drain waiters queued before and after it, wakers that panic, and (in half the
+//! sequences) an adaptive limit that moves at every release. No model of
 //! the outcomes: after every step the invariants that must hold whatever the outcomes are
 //! checked on the engine itself:
 //!
@@ -29,6 +30,7 @@ use std::sync::{Arc, Once};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
+use bulkhead::adaptive::{AdaptiveLimit, LimitAlgorithm, Limits, Outcome, Sample};
 use bulkhead::{Bulkhead, BulkheadConfig, BulkheadFull, Criticality, Permit, QueueOrder, Request};
 use proptest::prelude::*;
 
@@ -45,6 +47,17 @@ impl Wake for Counting {
         if self.1 {
             std::panic::panic_any(Quiet);
         }
+    }
+}
+
+/// An adaptive limit that moves on every sample, up and down within its bounds: the engine's
+/// limit then changes under queued waiters at every release (adaptive limit moves, issue 29).
+struct Cycle(usize);
+
+impl LimitAlgorithm for Cycle {
+    fn update(&mut self, _sample: &Sample, limits: Limits) -> usize {
+        self.0 = self.0.wrapping_mul(5).wrapping_add(3);
+        limits.min + self.0 % (limits.max.saturating_sub(limits.min) + 1)
     }
 }
 
@@ -114,6 +127,9 @@ enum Op {
     Drain,
     PollDrains,
     FireExpired,
+    /// An explicit sample to the adaptive limit (if any): it folds and moves the limit with
+    /// no release behind it to drain the queue.
+    Record,
 }
 
 fn class(c: u8) -> Criticality {
@@ -136,6 +152,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => Just(Op::Drain),
         1 => Just(Op::PollDrains),
         3 => Just(Op::FireExpired),
+        2 => Just(Op::Record),
     ]
 }
 
@@ -229,6 +246,11 @@ impl<'a> Harness<'a> {
             Op::FireExpired => {
                 let _ = bulkhead::timer::fire_expired();
             }
+            Op::Record => {
+                if let Some(control) = self.bulkhead.adaptive_limit() {
+                    control.record(Sample::new(Duration::from_millis(1), 1, Outcome::Success));
+                }
+            }
         }
     }
 
@@ -266,9 +288,14 @@ impl<'a> Harness<'a> {
     }
 }
 
-fn run(initial: Config, ops: &[Op]) {
+fn run(initial: Config, adaptive: bool, ops: &[Op]) {
     quiet_hook();
     let bulkhead = Bulkhead::new("junction_props", initial.build());
+    if adaptive {
+        // Refused only for a limit of 0 (no room for its minimum of 1): then plain.
+        let _ =
+            bulkhead.set_adaptive_limit(AdaptiveLimit::new(Cycle(0)).fold_window(Duration::ZERO));
+    }
     let mut h = Harness {
         bulkhead: &bulkhead,
         permits: Vec::new(),
@@ -310,9 +337,10 @@ proptest! {
     #[test]
     fn every_feature_at_once_keeps_the_invariants(
         initial in config_strategy(),
+        adaptive in any::<bool>(),
         ops in prop::collection::vec(op_strategy(), 1..40),
     ) {
-        run(initial, &ops);
+        run(initial, adaptive, &ops);
     }
 }
 
@@ -323,6 +351,7 @@ fn a_weighted_head_expired_unpolled_is_pinned() {
     let bounded = Config { limit: 3, headroom: 0, order: 0, bounded: true, cap: None };
     run(
         bounded,
+        false,
         &[
             Op::Try(1, 1),
             Op::Queue(3, 1, false),
