@@ -12,7 +12,8 @@
 # verification/cargo-mutants.md records every shard run so far, with each survivor's verdict.
 #
 # The test command per mutant is the engine's own tests plus the integration tests that
-# exercise the engine's paths, with the `tokio` feature (the blocking check), not the whole
+# exercise the engine's paths, with the `tokio` (the blocking check) and `tracing` (the
+# contained panic's event) features, not the whole
 # suite: a mutant takes an incremental build and about 30 s of tests. The model checkers are
 # not run per mutant (each needs its own cfg build); verification/mutants.sh runs them on the
 # hand-written mutants.
@@ -25,7 +26,8 @@ future) files=(-f src/bulkhead/future.rs -f src/bulkhead/blocking.rs -f src/bulk
 *) echo "MUTANTS_FILES: engine or future" >&2; exit 2 ;;
 esac
 
-tests=(--lib --test work_conservation --test junctions --test weighted --test queue_policy
+tests=(--lib --test work_conservation --test junctions --test junction_props --test tracing
+    --test weighted --test queue_policy
     --test reference_model --test deadline --test close --test reentrant --test fifo
     --test timer_manual --test change_config --test async_acquire --test try_acquire
     --test max_waiting --test permit_drop --test waiter_storm)
@@ -39,7 +41,7 @@ out=target/cargo-mutants/${MUTANTS_FILES:-engine}-${shard/\//-of-}
 mkdir -p "$out"
 # --baseline=run: the unmutated tree must pass the same tests first. --timeout: a hang (a lost
 # wake-up) counts as caught, as in mutants.sh.
-cargo mutants "${files[@]}" --shard "$shard" --features tokio --timeout 240 \
+cargo mutants "${files[@]}" --shard "$shard" --features tokio,tracing --timeout 240 \
     --output "$out" -j 1 -- "${tests[@]}" || true
 tail -n 5 "$out/mutants.out/outcomes.json" >/dev/null 2>&1 || true
 for kind in caught missed timeout unviable; do
