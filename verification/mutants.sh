@@ -491,7 +491,9 @@ apply() {
         mutate src/engine/state.rs '        Some(self.end(last, SlotState::Evicted))' '        drop(self.end(last, SlotState::Evicted));
         Some(None)' ;;
     sheddable_fast_path_ignores_headroom)
-        mutate src/engine/state.rs '        let required = i64::from(need) + self.headroom.load(Ordering::Relaxed) as i64;' '        let required = i64::from(need) + 0 * self.headroom.load(Ordering::Relaxed) as i64;' ;;
+        mutate src/engine/state.rs '            self.headroom.load(Ordering::Relaxed) as i64
+        } else {' '            0 * self.headroom.load(Ordering::Relaxed) as i64
+        } else {' ;;
     queue_ignores_headroom)
         mutate src/engine/state.rs '        let headroom = if sheddable { self.headroom } else { 0 };' '        let headroom = if sheddable { 0 } else { 0 };' ;;
     classes_served_lowest_first)

@@ -401,7 +401,7 @@ impl Bulkhead {
     #[cold]
     #[inline(never)]
     pub(crate) fn take_held_back_or_refuse(&self, word: Word) -> Result<Mark, BulkheadFull> {
-        match self.sem.try_acquire_held_back(word) {
+        match self.sem.try_acquire_held_back_slow(word) {
             Ok(word) => Ok(self.permitted(word)),
             Err(word) => Err(self.refuse(word)),
         }
@@ -1342,9 +1342,9 @@ impl Bulkhead {
     ///   word only for the headroom it must leave;
     /// * `Full` otherwise (too few free, or callers queued: a newcomer never overtakes).
     ///
-    /// `word` is the word the acquire was refused on. The headroom is read from the
-    /// configuration, so a refusal racing a `change_config` may judge "could never fit" by
-    /// the old or the new headroom, as the acquire itself may have.
+    /// `word` is the word the acquire was refused on. The headroom is the engine's mirror of
+    /// it (no lock), so a refusal racing a `change_config` may judge "could never fit" by the
+    /// old or the new headroom, as the acquire itself may have.
     #[cold]
     #[inline(never)]
     pub(crate) fn refuse_many(&self, word: Word, request: Request) -> BulkheadFull {
@@ -1352,9 +1352,7 @@ impl Bulkhead {
         let sheddable = request.class() == Criticality::Sheddable;
         let reason = if word.is_closed() {
             RejectReason::Closed
-        } else if word.exceeds_limit(permits)
-            || (sheddable && word.exceeds_limit(permits.saturating_add(self.headroom())))
-        {
+        } else if self.sem.request_cannot_fit(word, permits, request.class()) {
             RejectReason::ExceedsLimit
         } else if sheddable && word.available() >= i64::from(permits) && !word.holds_back(permits) {
             // Open with `permits` free: `holds_back` is then exactly "callers are queued".
@@ -1363,12 +1361,6 @@ impl Bulkhead {
             RejectReason::Full
         };
         self.reject(word, reason, Duration::ZERO)
-    }
-
-    /// The configured `sheddable_headroom`, in the engine's permit count (at most the
-    /// limit, so it fits).
-    fn headroom(&self) -> u32 {
-        u32::try_from(self.config.lock().sheddable_headroom()).unwrap_or(u32::MAX)
     }
 
     /// An empty permit's "acquire": takes nothing, so it is granted at once, even past queued

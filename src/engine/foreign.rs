@@ -20,7 +20,7 @@ pub(crate) fn wake_task(waker: Waker) {
 /// an ERROR event under the `tracing` feature (the panic hook has already printed it as for
 /// any panic), then its payload dropped (a payload whose own `Drop` panics is forgotten).
 ///
-/// Under the model checkers only payloads of [`crate::model::ContainedPanic`] are contained;
+/// Under the model checkers only payloads of `bulkhead::model::ContainedPanic` are contained;
 /// any other panic (a checker's own: a deadlock found, a failed assertion) is re-raised so
 /// the checker still sees it.
 #[cold]

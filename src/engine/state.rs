@@ -1254,10 +1254,11 @@ impl Core {
         }
     }
 
-    /// [`try_acquire_held_back`](Self::try_acquire_held_back) once a permit was seen free.
+    /// [`try_acquire_held_back`](Self::try_acquire_held_back) for a caller that already saw
+    /// a permit free (`Word::has_free`).
     #[cold]
     #[inline(never)]
-    fn try_acquire_held_back_slow(&self, word: Word) -> Result<Word, Word> {
+    pub(crate) fn try_acquire_held_back_slow(&self, word: Word) -> Result<Word, Word> {
         if word.holds_back(1) {
             self.try_acquire_first(1, Criticality::Default)
         } else {
@@ -1550,10 +1551,29 @@ impl Core {
     /// the headroom stays free after them. One load on a refusal.
     #[inline]
     pub(crate) fn try_acquire_sheddable(&self, need: u32) -> Result<Word, Word> {
-        // Ordering: Relaxed — a setting, written under the queue lock by `set_policy`; a
-        // caller racing a change may use the old or the new headroom.
-        let required = i64::from(need) + self.headroom.load(Ordering::Relaxed) as i64;
+        let required = self.required_unlocked(need, Criticality::Sheddable);
         self.take_if(need, |word| word.0 & (WAITERS | CLOSED) == 0 && word.available() >= required)
+    }
+
+    /// [`Queue::required`] without the queue lock: `need`, plus the mirrored headroom for a
+    /// sheddable caller.
+    #[inline]
+    fn required_unlocked(&self, need: u32, class: Criticality) -> i64 {
+        let headroom = if class == Criticality::Sheddable {
+            // Ordering: Relaxed — a setting, written under the queue lock by `set_policy`; a
+            // caller racing a change may use the old or the new headroom.
+            self.headroom.load(Ordering::Relaxed) as i64
+        } else {
+            0
+        };
+        i64::from(need) + headroom
+    }
+
+    /// Whether a request for `need` in `class` could never be granted under `word`'s limit
+    /// (the test `enqueue` makes under the lock), for a refusal that is not queued: reads the
+    /// mirrored headroom, takes no lock.
+    pub(crate) fn request_cannot_fit(&self, word: Word, need: u32, class: Criticality) -> bool {
+        word.cannot_fit(self.required_unlocked(need, class))
     }
 
     /// The slow acquire: under the lock, takes `need` free permits if the caller goes before
@@ -1919,14 +1939,13 @@ impl Core {
         if queue.live == 0 {
             return Ok(());
         }
-        let next = queue.next();
-        let list = queue.first_list();
-        let need = queue.slots[next as usize].need;
-        let required = queue.required_in(need, list);
+        let next = &queue.slots[queue.next() as usize];
+        let (need, class) = (next.need, next.class);
+        let required = queue.required(need, class);
         if word.available() >= required {
             return Err(format!(
-                "the next waiter (class {list}, needs {need}, {required} free with its headroom) \
-                 waits while {} of {} permits are free",
+                "the next waiter (class {class:?}, needs {need}, {required} free with its \
+                 headroom) waits while {} of {} permits are free",
                 word.available(),
                 word.limit()
             ));
