@@ -515,3 +515,75 @@ fn adaptive_lifo_eviction_wakes_reentrant_waiter_after_unlock() {
         assert_quiescent(&bulkhead, 1);
     });
 }
+
+/// A panicking waker: its `wake` panics (contained by the engine, which never re-raises it).
+struct PanicsOnWake(AtomicUsize);
+
+impl std::task::Wake for PanicsOnWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        panic!("a waker that panics (contained)");
+    }
+}
+
+/// Issue 29: the unfit refusal deep in the queue. Limit 4, all held; a default request for
+/// 1 heads the queue, behind it two sheddable requests for 3 (3 fits 4 with no headroom),
+/// the first with a waker that panics, the second with one that re-enters the bulkhead
+/// from every clone, wake and drop. Raising `sheddable_headroom` to 2 makes both unfit
+/// (3 + 2 > 4) behind a head that still fits: `change_config` refuses both `ExceedsLimit`
+/// and wakes them after every lock (the re-entering wake would deadlock under one), the
+/// panic stays inside, the second is woken although the first's wake panicked, and the
+/// head keeps its place and is granted by the release.
+#[test]
+fn unfit_refusal_behind_a_fit_head_survives_panicking_and_reentrant_wakers() {
+    hang_guard("unfit_refusal_wakers", || {
+        let config = |headroom| {
+            BulkheadConfig::builder()
+                .max_concurrent_calls(4)
+                .max_wait_duration(Duration::MAX)
+                .sheddable_headroom(headroom)
+                .build()
+                .expect("valid config")
+        };
+        let bulkhead = Arc::new(Bulkhead::new("unfit-wakers", config(0)));
+        let held = bulkhead.try_acquire_many(4).expect("free");
+        let mut head = Box::pin(bulkhead.acquire_async());
+        assert!(poll_with(head.as_mut(), &noop_waker()).is_pending());
+        let sheddable =
+            || bulkhead::Request::permits(3).criticality(bulkhead::Criticality::Sheddable);
+        let panics = Arc::new(PanicsOnWake(AtomicUsize::new(0)));
+        let mut first = Box::pin(bulkhead.acquire_many_async(sheddable()));
+        assert!(poll_with(first.as_mut(), &Waker::from(Arc::clone(&panics))).is_pending());
+        let ops = Arc::new(AtomicUsize::new(0));
+        let mut second = Box::pin(bulkhead.acquire_many_async(sheddable()));
+        let reentrant = hostile_waker(reentrant_hook(&bulkhead, None, Some(&ops)), None);
+        assert!(poll_with(second.as_mut(), &reentrant).is_pending());
+        drop(reentrant);
+        assert_eq!(bulkhead.metrics().waiting_calls(), 3);
+
+        let before = ops.load(Ordering::SeqCst);
+        bulkhead.change_config(config(2));
+        assert_eq!(panics.0.load(Ordering::SeqCst), 1, "the panicking waker was woken");
+        assert!(ops.load(Ordering::SeqCst) > before, "the re-entering waker was woken");
+        for (name, acquire) in [("first", first.as_mut()), ("second", second.as_mut())] {
+            match poll_with(acquire, &noop_waker()) {
+                Poll::Ready(Err(err)) => {
+                    assert_eq!(err.reason(), RejectReason::ExceedsLimit, "{name}: {err}")
+                }
+                other => panic!("the {name} unfit request was not refused: {other:?}"),
+            }
+        }
+        assert_eq!(bulkhead.metrics().waiting_calls(), 1, "the fit head keeps its place");
+        drop(held);
+        match poll_with(head.as_mut(), &noop_waker()) {
+            Poll::Ready(Ok(permit)) => drop(permit),
+            other => panic!("the head was not granted by the release: {other:?}"),
+        }
+        drop((head, first, second));
+        assert_quiescent(&bulkhead, 4);
+    });
+}

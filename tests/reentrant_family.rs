@@ -904,3 +904,93 @@ fn keyed_level_listener_reenters() {
         assert_eq!(heard.load(SeqCst), before, "removed from every key at once");
     });
 }
+
+/// Issue 29 (6c): the algorithm is user code and runs holding no lock of ours. This one
+/// calls back into the controller that runs it on every sample (reads its limit, bounds and
+/// metrics, Debug-prints it), feeds it a sample of its own on the first failure (folded
+/// after the running fold, not lost), and calls the bulkhead (a call whose permit records a
+/// sample of its own). Under a lock, the first read would wait for ever.
+#[test]
+fn adaptive_algorithm_reenters_the_controller() {
+    struct Reentrant {
+        bank: Arc<std::sync::OnceLock<Weak<Bulkhead>>>,
+        fed: Arc<AtomicUsize>,
+    }
+    impl LimitAlgorithm for Reentrant {
+        fn update(&mut self, sample: &Sample, limits: Limits) -> usize {
+            let n = self.fed.fetch_add(1, SeqCst);
+            if let Some(bank) = self.bank.get().and_then(Weak::upgrade) {
+                let control = bank.adaptive_limit().unwrap();
+                if n == 0 {
+                    assert_eq!(control.limit(), limits.current, "the limit the fold started from");
+                }
+                assert_eq!((control.min_limit(), control.max_limit()), (limits.min, limits.max));
+                let _ = control.metrics();
+                let _ = format!("{control:?}");
+                if n == 0 && sample.outcome == Outcome::Failure {
+                    // A hand-fed failure, from inside the fold: folded after it.
+                    control.record(Sample::new(Duration::from_millis(1), 1, Outcome::Failure));
+                    // A call: its permit's sample waits in this thread's ring.
+                    if let Ok(permit) = bank.try_acquire() {
+                        permit.ignore();
+                    }
+                }
+            }
+            match sample.outcome {
+                Outcome::Failure => limits.current.saturating_sub(1),
+                _ => limits.current,
+            }
+        }
+    }
+    hang_guard("adaptive_algorithm_reenters_the_controller", || {
+        let config = BulkheadConfig::builder()
+            .max_concurrent_calls(8)
+            .max_wait_duration(Duration::ZERO)
+            .build()
+            .unwrap();
+        let bank = Arc::new(Bulkhead::new("bank", config));
+        let cell = Arc::new(std::sync::OnceLock::new());
+        let fed = Arc::new(AtomicUsize::new(0));
+        let algorithm = Reentrant { bank: Arc::clone(&cell), fed: Arc::clone(&fed) };
+        let limit = AdaptiveLimit::new(algorithm).initial_limit(6).fold_window(Duration::ZERO);
+        bank.set_adaptive_limit(limit).unwrap();
+        cell.set(Arc::downgrade(&bank)).unwrap();
+
+        bank.try_acquire().unwrap().fail();
+        let control = bank.adaptive_limit().unwrap();
+        // The call's failure (6 -> 5), the hand-fed one (5 -> 4), the inner call's ignored
+        // sample: all fed, none lost.
+        assert_eq!(control.limit(), 4);
+        let metrics = control.metrics();
+        assert_eq!((metrics.samples(), metrics.samples_dropped()), (3, 0));
+        assert_eq!(fed.load(SeqCst), 3);
+        assert_eq!(bank.metrics().max_allowed_concurrent_calls(), 4);
+        assert_eq!(bank.metrics().available_concurrent_calls(), 4);
+        bank.check_work_conservation().unwrap();
+    });
+}
+
+/// A panicking algorithm is caught (its samples count as dropped) and leaves the controller
+/// usable: the algorithm is put back, and later folds run.
+#[test]
+fn adaptive_panicking_algorithm_is_put_back() {
+    struct PanicsOnFailure;
+    impl LimitAlgorithm for PanicsOnFailure {
+        fn update(&mut self, sample: &Sample, limits: Limits) -> usize {
+            assert_ne!(sample.outcome, Outcome::Failure, "the algorithm's own panic");
+            limits.current + 1
+        }
+    }
+    hang_guard("adaptive_panicking_algorithm_is_put_back", || {
+        let bank = Bulkhead::new("bank", config(8));
+        let limit =
+            AdaptiveLimit::new(PanicsOnFailure).initial_limit(2).fold_window(Duration::ZERO);
+        bank.set_adaptive_limit(limit).unwrap();
+        bank.try_acquire().unwrap().fail();
+        bank.try_acquire().unwrap().succeed();
+        let metrics = bank.adaptive_limit().unwrap().metrics();
+        assert_eq!((metrics.samples(), metrics.samples_dropped(), metrics.limit()), (1, 1, 3));
+        assert_eq!(bank.metrics().available_concurrent_calls(), 3);
+        bank.check_work_conservation().unwrap();
+    });
+}

@@ -509,6 +509,16 @@ mod family {
         );
     }
 
+    /// An algorithm that calls back into its controller and feeds it a sample from inside
+    /// a fold, while two threads' failures race to fold: no deadlock, none lost (issue 29).
+    #[test]
+    fn adaptive_reentrant_algorithm_loses_no_sample() {
+        run_model(
+            "adaptive_reentrant_algorithm_loses_no_sample",
+            scenarios_family::adaptive_reentrant_algorithm_loses_no_sample,
+        );
+    }
+
     /// `close` racing a new key at a full map: refused `TooManyKeys` or `Closed`, never
     /// inserted; closed keys are idle once released.
     #[test]
@@ -721,6 +731,15 @@ mod junctions {
         run_model("junctions::drain_waiter_queued_before_close_async", || {
             scenarios_junctions::drain_waiter_queued_before_close_sees_the_last_calls_writes(true)
         });
+    }
+
+    /// Unfit refusal x a panicking and a re-entering waker, racing a release.
+    #[test]
+    fn unfit_refusal_with_panicking_and_reentrant_wakers() {
+        run_model(
+            "junctions::unfit_refusal_with_panicking_and_reentrant_wakers",
+            scenarios_junctions::unfit_refusal_with_panicking_and_reentrant_wakers,
+        );
     }
 
     /// A panicking waker x a release batch.

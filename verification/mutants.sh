@@ -131,6 +131,7 @@ MUTANTS=(
     adaptive_releases_before_recording
     adaptive_limit_applied_without_recheck
     adaptive_fold_skips_recheck
+    adaptive_pending_skips_recheck
     adaptive_fold_skips_samples_pushed_during_drain
     adaptive_push_tail_relaxed
     adaptive_algorithm_panic_escapes
@@ -251,7 +252,8 @@ describe() {
     adaptive_full_ring_drop_uncounted) echo "issue 29: a sample dropped on a full ring is not counted in samples_dropped" ;;
     release_wakes_under_lock) echo "a release that found waiters wakes the waiter it granted before unlocking the queue (stop 27's one-round release_slow)" ;;
     adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
-    adaptive_fold_skips_recheck) echo "adaptive (issue 21): a fold's holder does not look for requests made while it held the lock (a failure whose try_lock failed waits for an unrelated fold)" ;;
+    adaptive_fold_skips_recheck) echo "adaptive (issue 21): a folder does not look for requests made while it held the algorithm (a failure that found the algorithm taken waits for an unrelated fold)" ;;
+    adaptive_pending_skips_recheck) echo "issue 29: a folder does not look for samples fed by hand (by the algorithm itself, or a thread without a ring) while it held the algorithm: they wait for an unrelated fold" ;;
     adaptive_fold_skips_samples_pushed_during_drain) echo "adaptive (issue 21): a fold marks as folded the samples pushed while it drained (reads tail again for head): they are lost" ;;
     adaptive_push_tail_relaxed) echo "adaptive (issue 21): a sample's tail is published Relaxed (a fold may read the ring place before the sample is visible)" ;;
     inline_counted_grant_skips_count) echo "counting alone (issue 21, stop 26): try_acquire's inline counted grant marks the permit COUNTED without counting it permitted" ;;
@@ -549,9 +551,9 @@ apply() {
     adaptive_limit_applied_without_recheck)
         mutate src/adaptive/mod.rs '            if latest == limit {' '            if latest == limit || true {' ;;
     adaptive_fold_skips_recheck)
-        mutate src/adaptive/mod.rs '        self.slots.wanted()
-    }' '        false && self.slots.wanted()
-    }' ;;
+        mutate src/adaptive/mod.rs '            if !self.slots.wanted() && !self.pending_any.load(Ordering::Relaxed) {' '            if true || !self.slots.wanted() && !self.pending_any.load(Ordering::Relaxed) {' ;;
+    adaptive_pending_skips_recheck)
+        mutate src/adaptive/mod.rs '            if !self.slots.wanted() && !self.pending_any.load(Ordering::Relaxed) {' '            if !self.slots.wanted() {' ;;
     adaptive_fold_skips_samples_pushed_during_drain)
         mutate src/adaptive/fold.rs '        self.head.store(tail, Ordering::Release);' '        self.head.store(self.tail.load(Ordering::Acquire), Ordering::Release);' ;;
     adaptive_push_tail_relaxed)

@@ -266,6 +266,62 @@ pub fn adaptive_fold_loses_and_repeats_no_sample() {
     assert_quiescent(&adaptive, 2);
 }
 
+/// Issue 29 (6c): the algorithm runs holding no lock of ours, so it may call back into the
+/// controller. Here it does on every failure it is fed first (the first of the two threads'
+/// failures to reach it): it reads the controller's limit and metrics and feeds it one more
+/// failure by hand, from inside the fold. Two threads each end one failing call (cap 4,
+/// limit 4) while folds race: whoever holds the algorithm, the other finds it taken and
+/// leaves its failure to the holder's recheck, and the hand-fed one waits in the pending
+/// list for the same recheck.
+///
+/// Once both threads are joined, and before anyone reads the controller again, the engine's
+/// limit is 1: three failures reached the algorithm (a fold that skipped its recheck of the
+/// pending list or the rings leaves 2 there). None lost, none fed twice, no deadlock.
+pub fn adaptive_reentrant_algorithm_loses_no_sample() {
+    use bulkhead::adaptive::{AdaptiveLimit, LimitAlgorithm, Limits, Outcome, Sample};
+    use std::sync::{OnceLock, Weak};
+
+    struct Reentrant(Arc<OnceLock<Weak<Bulkhead>>>, bool);
+    impl LimitAlgorithm for Reentrant {
+        fn update(&mut self, sample: &Sample, limits: Limits) -> usize {
+            if sample.outcome != Outcome::Failure {
+                return limits.current;
+            }
+            if !self.1 {
+                self.1 = true;
+                let bank = self.0.get().and_then(Weak::upgrade).expect("the bulkhead lives");
+                let control = bank.adaptive_limit().expect("attached");
+                assert!(control.limit() >= limits.current, "the limit went below the fold's");
+                let _ = control.metrics();
+                control.record(Sample::new(Duration::from_millis(1), 1, Outcome::Failure));
+            }
+            limits.current - 1
+        }
+    }
+
+    let adaptive = Arc::new(Bulkhead::new("adaptive_reentrant", config(4, Duration::ZERO)));
+    let cell = Arc::new(OnceLock::new());
+    let algorithm = Reentrant(Arc::clone(&cell), false);
+    adaptive.set_adaptive_limit(AdaptiveLimit::new(algorithm)).expect("valid bounds");
+    cell.set(Arc::downgrade(&adaptive)).expect("set once");
+    let callers: Vec<_> = (0..2)
+        .map(|_| {
+            let adaptive = Arc::clone(&adaptive);
+            rt::spawn(move || adaptive.try_acquire().expect("a free permit").fail())
+        })
+        .collect();
+    callers.into_iter().for_each(join);
+    assert_eq!(
+        adaptive.metrics().max_allowed_concurrent_calls(),
+        1,
+        "a failure was left for a later fold (the folder did not look again)"
+    );
+    let metrics = adaptive.adaptive_limit().expect("attached").metrics();
+    assert_eq!((metrics.samples(), metrics.samples_dropped()), (3, 0), "lost or fed twice");
+    assert_eq!(metrics.limit(), 1);
+    assert_quiescent(&adaptive, 1);
+}
+
 /// `close` racing a new key at a full map: `max_keys` 1, key 0 held by the main thread, one
 /// thread tries key 1 while another closes. Key 1 is refused either way: `TooManyKeys` if
 /// its look-up came first, `Closed` after, and never inserted (one key live throughout).

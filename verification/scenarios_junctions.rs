@@ -235,3 +235,56 @@ pub fn panicking_waker_in_a_release_batch_serves_the_rest() {
     occupancy.check(2);
     assert_quiescent(&bulkhead, 2);
 }
+
+/// Unfit refusal x foreign wakers (issue 29). Limit 4, all 4 held as two batches of 2; two
+/// tasks queued by one poll each for 3 permits (3 fits 4: they may wait), the first with a
+/// waker whose `wake` panics, the second with a waker that re-enters the bulkhead (acquires,
+/// polls an acquire, reads the config) from every clone, wake and drop. A thread shrinks the
+/// limit to 2 (3 no longer fits) while another releases one batch. Whichever comes first,
+/// both requests are refused `ExceedsLimit` by the drain that finds them unfit: the panic
+/// is contained (the shrinking or releasing thread carries on), the re-entering waker runs
+/// after every lock is released (under a lock: a deadlock), and the second is refused and
+/// woken although the first's wake panicked.
+pub fn unfit_refusal_with_panicking_and_reentrant_wakers() {
+    use crate::hostile_waker::{hostile_waker, reentrant_hook};
+
+    quiet_contained_panics();
+    let bulkhead = bulkhead("unfit_x_wakers", 4, LONG_WAIT, None);
+    let first_batch = bulkhead.try_acquire_many_owned(2).expect("free");
+    let second_batch = bulkhead.try_acquire_many_owned(2).expect("free");
+    let panicking = Arc::new(PanickingWaker(std::sync::atomic::AtomicUsize::new(0)));
+    let panicking_waker = Waker::from(Arc::clone(&panicking));
+    let mut first = Box::pin(bulkhead.acquire_many_async(3));
+    assert!(first.as_mut().poll(&mut Context::from_waker(&panicking_waker)).is_pending());
+    drop(panicking_waker);
+    let reentrant_waker = hostile_waker(reentrant_hook(&bulkhead, None, None), None);
+    let mut second = Box::pin(bulkhead.acquire_many_async(3));
+    assert!(second.as_mut().poll(&mut Context::from_waker(&reentrant_waker)).is_pending());
+    drop(reentrant_waker);
+    let shrink = {
+        let bulkhead = Arc::clone(&bulkhead);
+        rt::spawn(move || {
+            let shrunk = catch_unwind(AssertUnwindSafe(|| {
+                bulkhead.change_config(crate::scenarios::config(2, LONG_WAIT));
+            }));
+            assert!(shrunk.is_ok(), "a waker's panic escaped change_config");
+        })
+    };
+    let releaser = rt::spawn(move || {
+        let released = catch_unwind(AssertUnwindSafe(move || drop(first_batch)));
+        assert!(released.is_ok(), "a waker's panic escaped the release");
+    });
+    join(shrink);
+    join(releaser);
+    assert_eq!(panicking.0.load(SeqCst), 1, "the panicking waker was woken once");
+    for (name, acquire) in [("first", first.as_mut()), ("second", second.as_mut())] {
+        match acquire.poll(&mut Context::from_waker(&noop())) {
+            Poll::Ready(Err(e)) => assert_eq!(e.reason(), RejectReason::ExceedsLimit, "{name}"),
+            other => panic!("the {name} request for 3 was not refused at limit 2: {other:?}"),
+        }
+    }
+    drop((first, second));
+    assert_work_conserving(&bulkhead);
+    drop(second_batch);
+    assert_quiescent(&bulkhead, 2);
+}

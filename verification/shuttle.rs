@@ -302,6 +302,8 @@ mod family {
             crate::scenarios_family::adaptive_failure_shrinks_limit_before_queued_caller_is_admitted();
         adaptive_fold_loses_and_repeats_no_sample =>
             crate::scenarios_family::adaptive_fold_loses_and_repeats_no_sample();
+        adaptive_reentrant_algorithm_loses_no_sample =>
+            crate::scenarios_family::adaptive_reentrant_algorithm_loses_no_sample();
         keyed_close_racing_new_key_at_full_map =>
             crate::scenarios_family::keyed_close_racing_new_key_at_full_map();
         keyed_owned_async_hostile_wakers_keep_total =>
@@ -410,6 +412,8 @@ mod junctions {
             crate::scenarios_junctions::drain_waiter_queued_before_close_sees_the_last_calls_writes(true);
         panicking_waker_in_a_release_batch_serves_the_rest =>
             crate::scenarios_junctions::panicking_waker_in_a_release_batch_serves_the_rest();
+        unfit_refusal_with_panicking_and_reentrant_wakers =>
+            crate::scenarios_junctions::unfit_refusal_with_panicking_and_reentrant_wakers();
     }
 
     /// As `replay` above, for these scenarios (`... cargo test ... junctions::replay -- --ignored`).

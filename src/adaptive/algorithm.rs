@@ -107,18 +107,17 @@ pub struct Estimates {
 
 /// A concurrency limit algorithm: turns samples of admitted calls into a new limit.
 ///
-/// The adaptive bulkhead calls [`update`](Self::update) once per sample, under a lock, in
-/// the order the samples were recorded, and clamps the result into `[limits.min,
+/// The adaptive bulkhead calls [`update`](Self::update) once per sample, one fold at a
+/// time and holding no lock, in the order the samples were recorded, and clamps the result into `[limits.min,
 /// limits.max]`. The built-in algorithms are [`Aimd`](super::Aimd),
 /// [`Gradient2`](super::Gradient2) and [`Vegas`](super::Vegas); plug your own by
 /// implementing this trait.
 ///
-/// `update` and `estimates` must not call back into the controller that runs them (the
-/// same bulkhead's [`adaptive_limit`](crate::Bulkhead::adaptive_limit) accessors, or its
-/// `change_config`): they run under the controller's lock, and such a call waits for that
-/// lock for ever. Everything they need is in their arguments. (Known limitation, issue 29:
-/// the one place where user code still runs under a lock of the crate; a panic there is
-/// contained, see below.)
+/// `update` and `estimates` run holding no lock of the crate (issue 29): they may read the
+/// controller that runs them (the same bulkhead's
+/// [`adaptive_limit`](crate::Bulkhead::adaptive_limit) accessors), feed it a sample
+/// ([`record`](super::AdaptiveControl::record): folded once the current fold ends), or call
+/// the bulkhead. A panic in either is caught: the sample counts as dropped.
 ///
 /// # Examples
 ///

@@ -2,12 +2,13 @@
 //!
 //! # Why
 //!
-//! Feeding every sample to the algorithm under the controller's lock costs each sampled
-//! call a lock (a shared write that serialises every thread finishing a call) and the
-//! algorithm's arithmetic. Here a sampled call writes its sample into its own thread's
-//! ring, with no read-modify-write and no line shared with another writer, and some call
-//! now and then *folds*: it takes the controller's lock with `try_lock` (never waiting),
-//! drains every thread's ring and feeds the algorithm.
+//! Feeding every sample to the algorithm as it comes costs each sampled call a lock (a
+//! shared write that serialises every thread finishing a call) and the algorithm's
+//! arithmetic. Here a sampled call writes its sample into its own thread's ring, with no
+//! read-modify-write and no line shared with another writer, and some call now and then
+//! *folds*: it takes the algorithm out of the controller (never waiting: if another fold
+//! holds it, the caller leaves), drains every thread's ring, feeds the algorithm holding no
+//! lock, and puts it back. The one who holds the algorithm is *the folder*.
 //!
 //! # The rings
 //!
@@ -15,8 +16,8 @@
 //! scheme: dense among live threads, given back when a thread exits). A controller keeps a
 //! [`Slot`] per slot number below [`SLOTS`], allocated when its thread first records: a
 //! ring of [`RING`] packed samples, the owner's `tail` (samples pushed) and the folders'
-//! `head` (samples folded). Only the owner writes `tail` and the ring; only a folder, under
-//! the controller's lock, writes `head`. So:
+//! `head` (samples folded). Only the owner writes `tail` and the ring; only the folder
+//! writes `head`. So:
 //!
 //! - a push is a load of `tail`, a load of `head`, a store into the ring and a store of
 //!   `tail` (Release, so a folder that reads the new `tail` reads the sample);
@@ -25,8 +26,8 @@
 //!   read it).
 //!
 //! A thread without a slot below [`SLOTS`] (more than [`SLOTS`] live threads, or a thread
-//! whose thread-locals are being destroyed) records under the lock, as every thread did
-//! before.
+//! whose thread-locals are being destroyed) leaves its sample in the controller's pending
+//! list, which the next fold feeds (a fold that runs rechecks it as it rechecks the rings).
 //!
 //! # When a fold happens
 //!
@@ -35,11 +36,12 @@
 //! its ring holds [`FOLD_AT`] samples, or when the fold window
 //! ([`AdaptiveLimit::fold_window`](super::AdaptiveLimit::fold_window), default 100 µs) has
 //! passed since the last fold. Asking is: store the ring's `tail` as the slot's `want`, a
-//! SeqCst fence, `try_lock`. A caller that finds the lock taken leaves: the holder, after
-//! unlocking, issues a SeqCst fence of its own and looks for a `want` above its slot's
-//! `head`, and folds again if it finds one (at most [`ROUNDS`] times in a row). The two
-//! fences make this the store-buffering pattern with a fence on each side: either the
-//! holder sees the `want`, or the caller's `try_lock` sees the unlock and folds itself. So
+//! SeqCst fence, a look for the algorithm. A caller that finds it taken leaves: the folder,
+//! after putting it back, issues a SeqCst fence of its own and looks for a `want` above its
+//! slot's `head`, and folds again if it finds one (at most [`ROUNDS`] times in a row). The
+//! two fences make this the store-buffering pattern with a fence on each side: either the
+//! folder sees the `want`, or the caller's look sees the algorithm back and folds itself
+//! (the algorithm's mutex, held for the take and the put-back, orders them too). So
 //! a failure reaches the algorithm before its call returns, or within the fold that was
 //! running when it ended.
 //!
@@ -73,7 +75,7 @@ pub(super) const RING: u64 = 128;
 #[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
 pub(super) const FOLD_AT: u64 = 32;
 
-// In a model: two slots (a third thread records under the lock), rings of two, so the
+// In a model: two slots (a third thread's samples go to the pending list), rings of two, so the
 // checkers reach the full ring and the fallback path with a few calls.
 #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
 pub(super) const SLOTS: usize = 2;
@@ -140,7 +142,7 @@ pub(super) struct Slot {
     ring: [AtomicU64; RING as usize],
     /// Samples pushed: written by the owner only.
     tail: AtomicU64,
-    /// Samples folded: written by folders only, under the controller's lock.
+    /// Samples folded: written by the folder only (see the module docs).
     head: AtomicU64,
     /// The `tail` at which the owner last asked for a fold: written by the owner only.
     want: AtomicU64,
@@ -180,16 +182,16 @@ impl Slot {
         Some(tail.wrapping_add(1).wrapping_sub(head))
     }
 
-    /// Asks for a fold of everything pushed so far; the caller then `try_lock`s.
+    /// Asks for a fold of everything pushed so far; the caller then tries to fold.
     #[inline]
     pub(super) fn ask_fold(&self) {
         // Ordering: Relaxed — the owner is the only writer of `tail`.
         let tail = self.tail.load(Ordering::Relaxed);
         // Ordering: Relaxed — ordered by the fence below.
         self.want.store(tail, Ordering::Relaxed);
-        // Ordering: SeqCst fence — pairs with the fence in `Controller::try_fold` after an
-        // unlock: either that holder's recheck sees this `want`, or our `try_lock` (after
-        // this fence) sees its unlock. Without a fence on both sides, both could miss
+        // Ordering: SeqCst fence — pairs with the fence in `Controller::try_fold` after a
+        // put-back: either that folder's recheck sees this `want`, or our look for the
+        // algorithm (after this fence) finds it back. Without a fence on both sides, both could miss
         // (store buffering) and the sample would wait for an unrelated fold.
         fence(Ordering::SeqCst);
     }
@@ -203,13 +205,14 @@ impl Slot {
     }
 
     /// Adds every success pushed and not yet folded to `run`, hands every other sample to
-    /// `other` (with the run so far), in order, and marks them all folded. Call it holding
-    /// the controller's lock (the only writer of `head`).
+    /// `other` (with the run so far), in order, and marks them all folded. Call it as the
+    /// folder (the only writer of `head`).
     fn drain(&self, run: &mut Run, other: &mut impl FnMut(&mut Run, u64)) {
         // Ordering: Acquire — pairs with the Release store in `push`: the samples up to
         // this `tail` are visible.
         let tail = self.tail.load(Ordering::Acquire);
-        // Ordering: Relaxed — written only under the lock we hold.
+        // Ordering: Relaxed — written only by the folder, which we are (the algorithm's
+        // mutex orders one folder's store before the next folder's load).
         let head = self.head.load(Ordering::Relaxed);
         // The run in locals (registers) over the loop: most samples are successes.
         let Run { mut count, mut ticks, mut in_flight } = core::mem::take(run);
@@ -292,8 +295,7 @@ impl Slots {
     }
 
     /// Every sample not folded yet, ring by ring: successes added to `run`, the others
-    /// handed to `other` with the run so far (see [`Slot::drain`]). Call it holding the
-    /// controller's lock.
+    /// handed to `other` with the run so far (see [`Slot::drain`]). Call it as the folder.
     pub(super) fn drain(&self, run: &mut Run, mut other: impl FnMut(&mut Run, u64)) {
         self.each(|slot| slot.drain(run, &mut other));
     }

@@ -28,22 +28,26 @@
 //! the engine and the plain face know no algorithm, only a hook (`crate::bulkhead::hook`). With one,
 //! a sampled call reads a cheap clock twice (the TSC, through `quanta`) and writes its sample
 //! into its own thread's ring: no lock, no read-modify-write, no cache line shared with
-//! another thread. Now and then a call *folds*: it takes the controller's lock with
-//! `try_lock` (never waiting), feeds the samples of every thread to the algorithm and moves
+//! another thread. Now and then a call *folds*: it takes the algorithm out of the
+//! controller unless another fold holds it (never waiting), feeds it the samples of every
+//! thread and moves
 //! the limit; a failure asks for a fold at once. `fold.rs` has the protocol, and what the
 //! algorithm sees ([`AdaptiveLimit::fold_window`]). An unsampled call
 //! ([`AdaptiveLimit::sample_one_in`]) takes the observed path and a thread-local countdown.
 //! `benches/results/adaptive.md` has the instruction counts.
 //!
-//! # User code and the controller's lock
+//! # User code and the controller's locks
 //!
-//! The controller's lock is held only to feed samples to the algorithm and read its new
-//! limit. The algorithm's [`LimitAlgorithm::update`] and `estimates` run under it (they are
-//! the state it protects: keep them to arithmetic, and never call the bulkhead from them).
-//! Nothing else of the user's does: the new limit reaches the engine after the lock (a
-//! grown limit wakes queued callers, whose wakers may call the bulkhead), limit-change
-//! listeners run after it, a removed listener is dropped after the listeners' lock, and a
-//! classifier (`call_classified`) runs with only the permit held.
+//! No user code runs under a lock of the controller. A fold takes the algorithm out (one
+//! fold at a time: whoever finds it there), runs [`LimitAlgorithm::update`] and
+//! `estimates` holding no lock, and puts it back; the controller's locks are held only for
+//! a few loads and stores. So an algorithm may read the controller (its limit, bounds,
+//! metrics) or feed it a sample ([`AdaptiveControl::record`], folded after its own fold),
+//! and may even call the bulkhead. The new limit reaches the engine after the fold (a grown
+//! limit wakes queued callers, whose wakers may call the bulkhead), limit-change listeners
+//! run after it, a removed listener is dropped after the listeners' lock, and a classifier
+//! (`call_classified`) runs with only the permit held. A panic in any of them is caught
+//! and counted; it never unwinds through a release.
 //!
 //! # Examples
 //!
@@ -88,7 +92,7 @@ use crate::bulkhead::permit::Mark;
 pub use crate::bulkhead::permit::Outcome;
 use crate::bulkhead::Bulkhead;
 use crate::engine::sync::{
-    fence, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, SampleClock,
+    fence, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, SampleClock,
 };
 use crate::observe::event::ListenerHandle;
 
@@ -318,6 +322,10 @@ impl AdaptiveLimit {
         }
         let clock = SampleClock::new();
         let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        // User code, before the controller exists: no lock is held.
+        let algorithm = self.algorithm;
+        let estimates = std::panic::catch_unwind(AssertUnwindSafe(|| algorithm.estimates()))
+            .unwrap_or_default();
         Ok(Controller {
             window_ticks: clock.ticks(nanos(self.fold_window)),
             last_fold: CachePadded::new(AtomicU64::new(clock.raw())),
@@ -328,14 +336,17 @@ impl AdaptiveLimit {
             max_setting: self.max_limit,
             limit: AtomicUsize::new(initial),
             slots: fold::Slots::new(),
+            algorithm: Mutex::new(Some(algorithm)),
             state: Mutex::new(State {
-                algorithm: self.algorithm,
                 limit: initial,
                 min,
                 max,
                 samples: 0,
                 panicked: 0,
+                estimates,
             }),
+            pending: Mutex::new(Vec::new()),
+            pending_any: AtomicBool::new(false),
             listeners: Mutex::new(Vec::new()),
         })
     }
@@ -446,23 +457,49 @@ struct Controller {
     limit: AtomicUsize,
     /// Each thread's samples, not folded yet.
     slots: fold::Slots,
+    /// The algorithm while no fold runs. A fold takes it out (so one fold runs at a time:
+    /// whoever finds it here) and runs it holding no lock of ours, then puts it back: the
+    /// algorithm is user code, which may read this controller or feed it a sample.
+    algorithm: Mutex<Option<Box<dyn LimitAlgorithm>>>,
+    /// The limit, its bounds and counts; held only for a few loads and stores.
     state: Mutex<State>,
+    /// Samples fed by hand ([`AdaptiveControl::record`]) or by threads without a ring,
+    /// waiting for the next fold (at most [`PENDING_MAX`]).
+    pending: Mutex<Vec<Sample>>,
+    /// Whether `pending` holds a sample: written under its lock, read by a fold's recheck.
+    pending_any: AtomicBool,
     /// Each with the flag its [`ListenerHandle`] clears.
     listeners: Mutex<Vec<(Arc<AtomicBool>, Arc<Listener>)>>,
 }
 
-/// What the controller's lock guards.
+/// What the controller's `state` lock guards: no user code runs under it.
 struct State {
-    algorithm: Box<dyn LimitAlgorithm>,
     limit: usize,
     min: usize,
     max: usize,
     samples: u64,
-    /// Samples whose `update` panicked (not in `samples`).
+    /// Samples whose `update` panicked (not in `samples`), and samples fed by hand that
+    /// found [`PENDING_MAX`] waiting.
+    panicked: u64,
+    /// The algorithm's estimates after the last fold.
+    estimates: Estimates,
+}
+
+/// Samples fed by hand or by threads without a ring that may wait for a fold; more are
+/// dropped and counted (a fold drains them all, so only a fold running for ever, in user
+/// code, lets them pile up).
+const PENDING_MAX: usize = 4096;
+
+/// One fold's work on the algorithm it took out: the limit and bounds it started from, what
+/// it fed and what panicked. It holds no lock.
+struct Folding {
+    algorithm: Box<dyn LimitAlgorithm>,
+    limits: Limits,
+    samples: u64,
     panicked: u64,
 }
 
-impl State {
+impl Folding {
     /// Feeds `sample`, standing for `count` samples, to the algorithm.
     ///
     /// The algorithm is user code and runs on whichever call folds, often inside a permit's
@@ -470,12 +507,11 @@ impl State {
     /// release (the permit would not come back) nor into a caller whose call succeeded. The
     /// limit stays as it was and the sample is counted as dropped.
     fn feed(&mut self, sample: &Sample, count: u64) {
-        let limits = Limits { current: self.limit, min: self.min, max: self.max };
-        let algorithm = &mut self.algorithm;
+        let (algorithm, limits) = (&mut self.algorithm, self.limits);
         match std::panic::catch_unwind(AssertUnwindSafe(|| algorithm.update(sample, limits))) {
             Ok(limit) => {
                 self.samples = self.samples.wrapping_add(count);
-                self.limit = limit.clamp(self.min, self.max);
+                self.limits.current = limit.clamp(limits.min, limits.max);
             }
             Err(_) => self.panicked = self.panicked.wrapping_add(count),
         }
@@ -493,81 +529,119 @@ impl State {
 type Change = (usize, usize, Estimates);
 
 impl Controller {
-    /// Feeds every sample the threads recorded to the algorithm (see `fold.rs`, "What the
-    /// algorithm sees"), then `extra` if any. Call it holding the lock (`state`).
-    fn fold(&self, state: &mut State, extra: Option<Sample>) -> Option<Change> {
-        let old = state.limit;
+    /// One fold, if no other runs: takes the algorithm out, feeds it every sample the
+    /// threads recorded (see `fold.rs`, "What the algorithm sees") and every pending one,
+    /// holding no lock while it runs, puts it back, then applies and announces the change.
+    /// `false` if another fold holds the algorithm (it looks for our request when it puts
+    /// the algorithm back).
+    fn fold_once(&self, bulkhead: &Bulkhead) -> bool {
+        let Some(algorithm) = self.algorithm.lock().take() else {
+            return false;
+        };
+        // We are the only folder until the algorithm is back: the only writer of the rings'
+        // `head` (`fold.rs`) and the only reader of `pending`'s samples.
+        let limits = {
+            let state = self.state.lock();
+            Limits { current: state.limit, min: state.min, max: state.max }
+        };
+        let mut folding = Folding { algorithm, limits, samples: 0, panicked: 0 };
         // Ordering: Relaxed — a hint for the callers' window test; it publishes nothing.
         self.last_fold.store(self.clock.raw(), Ordering::Relaxed);
         let mut run = fold::Run::default();
         let nanos = |ticks| self.clock.nanos(ticks);
         self.slots.drain(&mut run, |run, word| {
             if let Some((successes, count)) = run.take(nanos) {
-                state.feed(&successes, count);
+                folding.feed(&successes, count);
             }
-            state.feed(&fold::unpack(word, nanos), 1);
+            folding.feed(&fold::unpack(word, nanos), 1);
         });
         if let Some((successes, count)) = run.take(nanos) {
-            state.feed(&successes, count);
+            folding.feed(&successes, count);
         }
-        if let Some(sample) = extra {
-            state.feed(&sample, 1);
+        for sample in self.take_pending() {
+            folding.feed(&sample, 1);
         }
-        // Ordering: Release — with the engine's AcqRel `set_limit`, an applier that sets
-        // the engine after ours reads this value or a later one (see `apply`).
-        self.limit.store(state.limit, Ordering::Release);
-        (state.limit != old).then(|| (old, state.limit, state.estimates()))
-    }
-
-    /// Folds if the lock is free, and again while other callers asked for a fold during
-    /// ours (at most `fold::ROUNDS` folds): never waits.
-    fn try_fold(&self, bulkhead: &Bulkhead) {
-        for _ in 0..fold::ROUNDS {
-            let Some(mut state) = self.state.try_lock() else {
-                // The holder looks for our request after it unlocks (`Slot::ask_fold`).
-                return;
-            };
-            let change = self.fold(&mut state, None);
-            if !self.unlock_and_recheck(bulkhead, state, change) {
-                return;
-            }
-        }
-    }
-
-    /// Releases the lock, applies and announces `change`, then says whether a caller asked
-    /// for a fold meanwhile.
-    fn unlock_and_recheck(
-        &self,
-        bulkhead: &Bulkhead,
-        state: MutexGuard<'_, State>,
-        change: Option<Change>,
-    ) -> bool {
-        drop(state);
+        let estimates = folding.estimates();
+        let change = {
+            let mut state = self.state.lock();
+            let old = state.limit;
+            // The cap may have moved during the fold (`cap_changed`): its bounds win.
+            state.limit = folding.limits.current.clamp(state.min, state.max);
+            state.samples = state.samples.wrapping_add(folding.samples);
+            state.panicked = state.panicked.wrapping_add(folding.panicked);
+            state.estimates = estimates;
+            // Ordering: Release — with the engine's AcqRel `set_limit`, an applier that sets
+            // the engine after ours reads this value or a later one (see `apply`).
+            self.limit.store(state.limit, Ordering::Release);
+            (state.limit != old).then_some((old, state.limit, estimates))
+        };
+        *self.algorithm.lock() = Some(folding.algorithm);
         if let Some(change) = change {
             self.publish(bulkhead, change);
         }
-        // Ordering: SeqCst fence — pairs with the fence in `Slot::ask_fold`: either we see
-        // that caller's request below, or its `try_lock` saw our unlock.
-        fence(Ordering::SeqCst);
-        self.slots.wanted()
+        true
     }
 
-    /// Folds, waiting for the lock, and feeds `extra` after the threads' samples: for
-    /// readers of the limit, explicit samples, and threads without a ring.
-    fn fold_now(&self, bulkhead: &Bulkhead, extra: Option<Sample>) {
-        let mut state = self.state.lock();
-        let change = self.fold(&mut state, extra);
-        if self.unlock_and_recheck(bulkhead, state, change) {
-            self.try_fold(bulkhead);
+    /// Folds if no other fold runs, and again while other callers asked for a fold during
+    /// ours (at most `fold::ROUNDS` folds): never waits for a fold.
+    fn try_fold(&self, bulkhead: &Bulkhead) {
+        for _ in 0..fold::ROUNDS {
+            if !self.fold_once(bulkhead) {
+                // The folder looks for our request after it puts the algorithm back.
+                return;
+            }
+            // Ordering: SeqCst fence — pairs with the fences in `Slot::ask_fold` and
+            // `fold_pending`: either we see that caller's request below, or its look for
+            // the algorithm (after its fence) found it back.
+            fence(Ordering::SeqCst);
+            // Ordering: Relaxed — ordered by the fence above (see `fold_pending`).
+            if !self.slots.wanted() && !self.pending_any.load(Ordering::Relaxed) {
+                return;
+            }
         }
     }
 
-    /// A thread without a ring records under the lock, as every thread did before issue 21.
+    /// Feeds `sample` with the next fold, and folds now unless a fold runs (which then
+    /// folds it before it ends, or its last round leaves it for the next fold).
+    fn fold_pending(&self, bulkhead: &Bulkhead, sample: Sample) {
+        {
+            let mut pending = self.pending.lock();
+            if pending.len() < PENDING_MAX {
+                pending.push(sample);
+                // Ordering: Relaxed — written under `pending`'s lock; ordered for the
+                // folder's recheck by the fence below.
+                self.pending_any.store(true, Ordering::Relaxed);
+            } else {
+                drop(pending);
+                let mut state = self.state.lock();
+                state.panicked = state.panicked.wrapping_add(1);
+            }
+        }
+        // Ordering: SeqCst fence — the store-buffering pair of the one in `try_fold`, as in
+        // `Slot::ask_fold`.
+        fence(Ordering::SeqCst);
+        self.try_fold(bulkhead);
+    }
+
+    /// The pending samples, taken (call it as the folder).
+    fn take_pending(&self) -> Vec<Sample> {
+        // Ordering: Relaxed — a hint that skips the lock when nothing waits; a sample
+        // pushed after it is the next fold's (its pusher rechecks, see `fold_pending`).
+        if !self.pending_any.load(Ordering::Relaxed) {
+            return Vec::new();
+        }
+        let mut pending = self.pending.lock();
+        // Ordering: Relaxed — written under `pending`'s lock, which we hold.
+        self.pending_any.store(false, Ordering::Relaxed);
+        core::mem::take(&mut *pending)
+    }
+
+    /// A thread without a ring feeds its sample through `pending`.
     #[cold]
     #[inline(never)]
     fn record_without_ring(&self, bulkhead: &Bulkhead, word: u64) {
         let sample = fold::unpack(word, |ticks| self.clock.nanos(ticks));
-        self.fold_now(bulkhead, Some(sample));
+        self.fold_pending(bulkhead, sample);
     }
 
     /// This thread's ring is full while another thread folds: ask, try, and push again, or
@@ -607,7 +681,7 @@ impl Controller {
             sample.outcome
         };
         let sample = Sample { outcome, ..sample };
-        self.fold_now(bulkhead, Some(sample));
+        self.fold_pending(bulkhead, sample);
     }
 
     /// Moves the engine to the new limit, then tells the listeners (holding no lock).
@@ -713,8 +787,10 @@ pub struct AdaptiveControl<'a> {
 
 impl AdaptiveControl<'_> {
     /// The controller's limit, once the samples recorded so far are folded into it (this
-    /// may wait for the controller's lock, and applies a change to the engine and tells the
-    /// listeners, as a fold on the call path does).
+    /// applies a change to the engine and tells the listeners, as a fold on the call path
+    /// does). If a fold runs on another thread at that moment, it does not wait for it (the
+    /// algorithm is user code): it returns the limit as it stands, and that fold folds what
+    /// was recorded before it ends.
     ///
     /// ```
     /// # use bulkhead::adaptive::{AdaptiveLimit, Aimd};
@@ -725,7 +801,7 @@ impl AdaptiveControl<'_> {
     /// # Ok::<(), bulkhead::ConfigError>(())
     /// ```
     pub fn limit(&self) -> usize {
-        self.controller.fold_now(self.bulkhead, None);
+        self.controller.try_fold(self.bulkhead);
         self.controller.current_limit()
     }
 
@@ -757,7 +833,7 @@ impl AdaptiveControl<'_> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn metrics(&self) -> AdaptiveMetrics {
-        self.controller.fold_now(self.bulkhead, None);
+        self.controller.try_fold(self.bulkhead);
         let state = self.controller.state.lock();
         AdaptiveMetrics {
             limit: state.limit,
@@ -765,12 +841,12 @@ impl AdaptiveControl<'_> {
             max: state.max,
             samples: state.samples,
             samples_dropped: self.controller.slots.dropped().wrapping_add(state.panicked),
-            estimates: state.estimates(),
+            estimates: state.estimates,
         }
     }
 
     /// Registers a listener called after every limit change, with the old and new limits,
-    /// on the thread that recorded the sample, after the controller's lock is released
+    /// on the thread that folded the sample, after the fold, holding no lock
     /// (a listener may read [`metrics`](Self::metrics)). Two changes recorded on different
     /// threads at once may reach listeners (and, for a moment, the engine) out of order;
     /// each event's `old -> new` is exact, and the engine always ends at the controller's
@@ -922,9 +998,9 @@ impl AdaptiveMetrics {
         self.samples
     }
 
-    /// Samples dropped because their thread's buffer was full while another thread held
-    /// the controller's lock (it would have to hold it for 96 of this thread's calls: a
-    /// descheduled holder), or because the algorithm's
+    /// Samples dropped because their thread's buffer was full while another thread was
+    /// folding (it would have to fold for 96 of this thread's calls: a descheduled folder),
+    /// because 4 096 hand-fed samples already waited for a running fold, or because the algorithm's
     /// [`update`](LimitAlgorithm::update) panicked on them (caught: the limit stays as it
     /// was). Not in [`samples`](Self::samples).
     ///

@@ -59,12 +59,6 @@ mod imp {
         pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, T> {
             self.0.lock()
         }
-
-        /// The lock if it is free now, else `None` (never waits).
-        #[inline]
-        pub(crate) fn try_lock(&self) -> Option<parking_lot::MutexGuard<'_, T>> {
-            self.0.try_lock()
-        }
     }
 
     /// The adaptive limits' clock (`crate::adaptive`), with the feature `tsc`: raw ticks of
@@ -351,15 +345,6 @@ mod imp {
             match self.0.lock() {
                 Ok(guard) => guard,
                 Err(poisoned) => poisoned.into_inner(),
-            }
-        }
-
-        /// The lock if it is free now, else `None` (never waits).
-        pub(crate) fn try_lock(&self) -> Option<InnerGuard<'_, T>> {
-            match self.0.try_lock() {
-                Ok(guard) => Some(guard),
-                Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-                Err(std::sync::TryLockError::WouldBlock) => None,
             }
         }
     }
