@@ -280,6 +280,23 @@ def render(work, results):
                     f"time: {text}; instructions (sync `acquire`): "
                     f"{'–' if cs is None else f'{cs:.0f}× fewer'}",
                     all(r is not None and r >= 10 for _, rs in speedups for r in rs)))
+    # Issue 33: the last paths where tokio's bare semaphore was ahead, against tokio's bare
+    # forms (not against our own plain path), in instructions (callgrind: exact).
+    cr = ratio(cg.get("bulkhead_reject_instrumented"), cg.get("tokio_reject"))
+    targets.append(("counted refusal (metrics on) ≤ 1.0× tokio's bare `try_acquire` refusal",
+                    f"instructions {fmt_ratio(cr)} ({cg.get('bulkhead_reject_instrumented', 0):.1f}"
+                    f" against {cg.get('tokio_reject', 0):.1f})", cr is not None and cr <= 1.0))
+    cr = ratio(cg.get("bulkhead_acq_rel_instrumented"), cg.get("tokio_acq_rel"))
+    targets.append(("counted acquire + release < 1.0× tokio's bare one",
+                    f"instructions {fmt_ratio(cr)}", cr is not None and cr < 1.0))
+    cr = ratio(cg.get("round_bulkhead_unbounded"), cg.get("round_tokio_unbounded"))
+    targets.append(("unbounded async hand-off round ≤ 0.9× tokio's `acquire()`",
+                    f"instructions {fmt_ratio(cr)} ({cg.get('round_bulkhead_unbounded', 0):.0f}"
+                    f" against {cg.get('round_tokio_unbounded', 0):.0f})",
+                    cr is not None and cr <= 0.9))
+    cr = ratio(cg.get("round_bulkhead_bounded"), cg.get("round_tokio_bounded"))
+    targets.append(("bounded async hand-off round ≤ 0.8× tokio's `timeout(d, acquire())`",
+                    f"instructions {fmt_ratio(cr)}", cr is not None and cr <= 0.8))
     ours_fast_reject = [a for a in allocs if a["op"].startswith("bulkhead")
                         and a["path"] in ("fast", "reject")]
     worst = max(a["allocs_per_op"] for a in ours_fast_reject)
