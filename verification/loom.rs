@@ -510,7 +510,7 @@ mod family {
     }
 
     /// An algorithm that calls back into its controller and feeds it a sample from inside
-    /// a fold, while two threads' failures race to fold: no deadlock, none lost (issue 29).
+    /// a fold of a hand-fed one, racing a call's sample: no deadlock, none lost (issue 29).
     #[test]
     fn adaptive_reentrant_algorithm_loses_no_sample() {
         run_model(
