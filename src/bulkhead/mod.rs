@@ -28,6 +28,7 @@ use crate::engine::state::{Semaphore, Word};
 use crate::engine::sync::{AtomicU64, AtomicUsize, Instant, Mutex, OnceLock, Ordering};
 use crate::observe::event::BulkheadEvent;
 use crate::observe::event::BulkheadEventKind;
+use crate::observe::event::ListenerHandle;
 use crate::observe::metrics::BulkheadMetrics;
 use crate::observe::name::Name;
 use crate::observe::reason::RejectReason;
@@ -1077,12 +1078,12 @@ impl Bulkhead {
     pub fn on_event(
         &self,
         listener: impl Fn(&BulkheadEvent) + Send + Sync + 'static,
-    ) -> crate::ListenerHandle {
+    ) -> ListenerHandle {
         let active = StdArc::new(crate::engine::sync::AtomicBool::new(true));
         self.listeners.push(Box::new(listener), StdArc::clone(&active));
         self.note_observers();
         self.sem.set_observed();
-        crate::ListenerHandle { active }
+        ListenerHandle { active }
     }
 
     /// Registers a listener whose handle flag `active` is shared (the keyed level registers

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::bulkhead::config::BulkheadConfig;
+use crate::bulkhead::config::{BulkheadConfig, ConfigError};
 use crate::bulkhead::Bulkhead;
 
 /// The name of the registry's default configuration. It is reserved: it can be read but
@@ -214,7 +214,7 @@ pub enum RegistryError {
     },
     /// A keyed bulkhead's builder, or a spec's adaptive limit, refused its configuration
     /// ([`BulkheadRegistry::keyed_with`], [`BulkheadRegistry::bulkhead_with`]).
-    Config(crate::ConfigError),
+    Config(ConfigError),
     /// A [strict](BulkheadRegistry::strict) registry built from a configuration file was
     /// asked ([`BulkheadRegistry::try_bulkhead`]) for a bulkhead its file does not define.
     NotInFile {
