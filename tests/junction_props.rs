@@ -88,6 +88,7 @@ fn a_weighted_head_expired_unpolled_is_pinned() {
 /// by `close`: no deadlock, the invariants hold after each step.
 #[test]
 fn a_reentering_waker_on_every_wake_path() {
+    let before = junctions::reentries();
     let config = Config { limit: 1, headroom: 0, order: 0, bounded: true, cap: None };
     run(
         Config { bounded: false, ..config },
@@ -109,6 +110,8 @@ fn a_reentering_waker_on_every_wake_path() {
             Op::PollDrains,
         ],
     );
+    // Woken by the release, the withdrawal and `close` (other tests only add to the count).
+    assert!(junctions::reentries() >= before + 3, "{} re-entries", junctions::reentries() - before);
 }
 
 /// Every step kind and every waker kind is reachable from the bytes the fuzzer feeds.

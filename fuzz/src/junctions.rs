@@ -33,7 +33,7 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Once, Weak};
+use std::sync::{Arc, Mutex, Once, PoisonError, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -64,6 +64,16 @@ impl Hostile {
             _ => Hostile::Reenters,
         }
     }
+}
+
+/// How many times a [`Hostile::Reenters`] waker re-entered its bulkhead, in this process.
+static REENTRIES: AtomicUsize = AtomicUsize::new(0);
+
+/// How many times a [`Hostile::Reenters`] waker re-entered its bulkhead so far, in this
+/// process (a test's evidence that the re-entering path ran).
+pub fn reentries() -> usize {
+    // SeqCst: test code; the strongest order keeps the count beyond question.
+    REENTRIES.load(SeqCst)
 }
 
 /// A waker that counts its wakes, then does what its [`Hostile`] says.
@@ -97,6 +107,8 @@ impl Wake for Counting {
             Hostile::Panics => std::panic::panic_any(Quiet),
             Hostile::Reenters => {
                 if let Some(bulkhead) = self.bulkhead.upgrade() {
+                    // SeqCst: test code; the strongest order keeps the count beyond question.
+                    REENTRIES.fetch_add(1, SeqCst);
                     drop(bulkhead.try_acquire());
                     let _ = bulkhead.metrics();
                     bulkhead.change_config(bulkhead.config());
@@ -369,6 +381,11 @@ impl<'a> Harness<'a> {
 /// Panics, naming the step, on a violation.
 pub fn run(initial: Config, adaptive: bool, ops: &[Op]) {
     once_per_process();
+    // One run at a time in a process: `fire_expired` withdraws the due waiters of every
+    // bulkhead, and a withdrawal on another test thread's bulkhead, between its step and its
+    // check, would show that check a queue in the middle of being served.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let bulkhead = Arc::new(Bulkhead::new("junctions", initial.build()));
     if adaptive {
         // Refused only for a limit of 0 (no room for its minimum of 1): then plain.
