@@ -742,6 +742,15 @@ mod junctions {
         );
     }
 
+    /// A newcomer granted by its own enqueue's drain is not woken (cargo-mutants 7/32).
+    #[test]
+    fn newcomer_granted_by_its_own_enqueue_is_not_woken() {
+        run_model(
+            "junctions::newcomer_granted_by_its_own_enqueue_is_not_woken",
+            scenarios_junctions::newcomer_granted_by_its_own_enqueue_is_not_woken,
+        );
+    }
+
     /// A panicking waker x a release batch.
     #[test]
     fn panicking_waker_in_a_release_batch_serves_the_rest() {

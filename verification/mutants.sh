@@ -132,6 +132,7 @@ MUTANTS=(
     adaptive_limit_applied_without_recheck
     adaptive_fold_skips_recheck
     adaptive_pending_skips_recheck
+    newcomer_own_wake_called
     adaptive_fold_skips_samples_pushed_during_drain
     adaptive_push_tail_relaxed
     adaptive_algorithm_panic_escapes
@@ -254,6 +255,7 @@ describe() {
     adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
     adaptive_fold_skips_recheck) echo "adaptive (issue 21): a folder does not look for requests made while it held the algorithm (a failure that found the algorithm taken waits for an unrelated fold)" ;;
     adaptive_pending_skips_recheck) echo "issue 29: a folder does not look for samples fed by hand (by the algorithm itself, or a thread without a ring) while it held the algorithm: they wait for an unrelated fold" ;;
+    newcomer_own_wake_called) echo "cargo-mutants 7/32: a newcomer granted by the drain after its own enqueue is woken too (WakeList::take_last gives nothing back)" ;;
     adaptive_fold_skips_samples_pushed_during_drain) echo "adaptive (issue 21): a fold marks as folded the samples pushed while it drained (reads tail again for head): they are lost" ;;
     adaptive_push_tail_relaxed) echo "adaptive (issue 21): a sample's tail is published Relaxed (a fold may read the ring place before the sample is visible)" ;;
     inline_counted_grant_skips_count) echo "counting alone (issue 21, stop 26): try_acquire's inline counted grant marks the permit COUNTED without counting it permitted" ;;
@@ -552,6 +554,14 @@ apply() {
         mutate src/adaptive/mod.rs '            if latest == limit {' '            if latest == limit || true {' ;;
     adaptive_fold_skips_recheck)
         mutate src/adaptive/mod.rs '            if !self.slots.wanted() && !self.pending_any.load(Ordering::Relaxed) {' '            if true || !self.slots.wanted() && !self.pending_any.load(Ordering::Relaxed) {' ;;
+    newcomer_own_wake_called)
+        mutate src/engine/state.rs '        self.wake.take()
+    }
+
+    fn wake_all(&mut self) {' '        None
+    }
+
+    fn wake_all(&mut self) {' ;;
     adaptive_pending_skips_recheck)
         mutate src/adaptive/mod.rs '            if !self.slots.wanted() && !self.pending_any.load(Ordering::Relaxed) {' '            if !self.slots.wanted() {' ;;
     adaptive_fold_skips_samples_pushed_during_drain)

@@ -414,6 +414,8 @@ mod junctions {
             crate::scenarios_junctions::panicking_waker_in_a_release_batch_serves_the_rest();
         unfit_refusal_with_panicking_and_reentrant_wakers =>
             crate::scenarios_junctions::unfit_refusal_with_panicking_and_reentrant_wakers();
+        newcomer_granted_by_its_own_enqueue_is_not_woken =>
+            crate::scenarios_junctions::newcomer_granted_by_its_own_enqueue_is_not_woken();
     }
 
     /// As `replay` above, for these scenarios (`... cargo test ... junctions::replay -- --ignored`).
