@@ -25,7 +25,7 @@
 //! releases (it stretches to `8 ×` the current interval), so one window's sample is an
 //! average of several holds; successive samples are blended with weight 1/4 (an average
 //! over the last ~4 windows). A window in which nothing came back says the interval is at
-//! least that long: the estimate uses the larger of the two without waiting for a release.
+//! least a window's share of it: the estimate grows without waiting for a release.
 //!
 //! # Costs
 //!
@@ -133,9 +133,14 @@ impl RetryStats {
         // Ordering: Relaxed — as in `estimate`.
         let released = total.saturating_sub(self.window_finished.load(Ordering::Relaxed));
         if released == 0 {
-            // Nothing came back for `elapsed`: the interval is at least that long now (the
-            // window keeps its start, so the next sample covers this stretch too).
-            let longer = if interval == 0 { 0 } else { interval.max(elapsed) };
+            // A whole window (about `RELEASES_PER_WINDOW` intervals) and nothing came back:
+            // the interval is at least `elapsed / RELEASES_PER_WINDOW` now. The window keeps
+            // its start, so the next sample covers this stretch too. (Taking `elapsed`
+            // itself overestimated bursty releases: ten calls of 20 ms that started together
+            // come back together, and a window between two bursts saw none; the queued
+            // cell's p90 error was 156 ms, benches/results/retry_after.md.)
+            let longer =
+                if interval == 0 { 0 } else { interval.max(elapsed / RELEASES_PER_WINDOW) };
             // Ordering: Relaxed — as in `estimate`.
             self.interval.store(longer, Ordering::Relaxed);
             return longer;
