@@ -32,6 +32,7 @@ use crate::observe::event::ListenerHandle;
 use crate::observe::metrics::BulkheadMetrics;
 use crate::observe::name::Name;
 use crate::observe::reason::RejectReason;
+use crate::observe::retry::{releases_needed, RetryStats};
 use crate::observe::{bump_own, Cells, Counters, Listeners, Outcome};
 
 /// A `max_wait_duration` that does not fit in `u64` nanoseconds (584 years): unbounded.
@@ -95,6 +96,10 @@ pub struct Bulkhead {
     /// A limit controller, once one was attached (`adaptive::AdaptiveLimit`): it samples
     /// permits as they are granted and learns from them as they end.
     hook: OnceLock<Box<dyn LimitHook>>,
+    /// The release-rate tracker behind [`BulkheadFull::retry_after`], made when counters or
+    /// a listener first observe (never for an unobserved bulkhead: its refusals pay nothing
+    /// for it). See `observe::retry`.
+    retry: OnceLock<Box<RetryStats>>,
 }
 
 /// Returns `permits` to `sem` if dropped: armed around foreign or fallible work that runs
@@ -143,6 +148,7 @@ impl Bulkhead {
             counters: OnceLock::new(),
             fast: AtomicUsize::new(FAST_NONE),
             hook: OnceLock::new(),
+            retry: OnceLock::new(),
         };
         bulkhead.store_wait_settings(&config);
         // Nobody is queued yet: nothing to serve.
@@ -1001,6 +1007,7 @@ impl Bulkhead {
     /// ```
     pub fn enable_counters(&self) {
         self.counters.get_or_init(|| Box::new(Counters::new()));
+        self.retry.get_or_init(|| Box::new(RetryStats::new()));
         self.note_observers();
         self.sem.set_observed();
     }
@@ -1080,6 +1087,7 @@ impl Bulkhead {
         listener: impl Fn(&BulkheadEvent) + Send + Sync + 'static,
     ) -> ListenerHandle {
         let active = StdArc::new(crate::engine::sync::AtomicBool::new(true));
+        self.retry.get_or_init(|| Box::new(RetryStats::new()));
         self.listeners.push(Box::new(listener), StdArc::clone(&active));
         self.note_observers();
         self.sem.set_observed();
@@ -1093,6 +1101,7 @@ impl Bulkhead {
         listener: Box<crate::observe::Listener>,
         active: StdArc<crate::engine::sync::AtomicBool>,
     ) {
+        self.retry.get_or_init(|| Box::new(RetryStats::new()));
         self.listeners.push(listener, active);
         self.note_observers();
         self.sem.set_observed();
@@ -1185,6 +1194,7 @@ impl Bulkhead {
     ) -> BulkheadFull {
         let full = BulkheadFull::new(self.name, word.limit(), reason, waited);
         if word.is_observed() || crate::observe::trace::interested() {
+            let full = self.with_retry_after(full, word, reason);
             if waited.is_zero() {
                 self.observe_rejected(reason);
             } else {
@@ -1192,6 +1202,7 @@ impl Bulkhead {
                 // histogram and the caller agree.
                 self.observe_rejected_after(reason, full.waited());
             }
+            return full;
         }
         full
     }
@@ -1201,7 +1212,7 @@ impl Bulkhead {
     #[inline(always)]
     pub(crate) fn refuse_from(&self, word: Word, quiet: bool) -> BulkheadFull {
         if !quiet {
-            return self.refuse(word);
+            return self.refuse_loud(word);
         }
         if crate::observe::trace::interested() {
             self.observe_refused(word);
@@ -1209,26 +1220,80 @@ impl Bulkhead {
         BulkheadFull::refused(self.name, word.limit(), word.is_closed())
     }
 
+    /// [`refuse`](Self::refuse) for a word that is not a quiet refusal (observed, closed,
+    /// or held back for waiters): out of line, so that `try_acquire`'s inlined code stays
+    /// what it was before the retry estimate (with `refuse` inlined there, the unobserved
+    /// kept refusal and acquire + release each cost one instruction more, callgrind,
+    /// issue 32).
+    #[cold]
+    #[inline(never)]
+    fn refuse_loud(&self, word: Word) -> BulkheadFull {
+        self.refuse(word)
+    }
+
     /// The refusal of a caller that found no free permit and may not wait: `Closed` if the
     /// word says so, `Full` otherwise. Decoded from the word the caller already read.
     #[inline(always)]
     pub(crate) fn refuse(&self, word: Word) -> BulkheadFull {
         if word.is_observed() || crate::observe::trace::interested() {
-            // Ordering: Acquire — pairs with the Release store in `note_observers`.
-            match self.fast.load(Ordering::Acquire) {
-                _ if crate::observe::trace::interested() => self.observe_refused(word),
-                FAST_COUNTERS => match self.counters.get().and_then(|c| c.inline_cells()) {
-                    Some(cells) => {
-                        bump_own(&cells.rejected[RejectReason::refused_index(word.is_closed())])
-                    }
-                    None => self.observe_refused(word),
-                },
-                // A controller alone learns nothing from a refusal.
-                FAST_NONE => self.observe_refused(word),
-                _ => {}
-            }
+            return self.refuse_observed(word);
         }
         BulkheadFull::refused(self.name, word.limit(), word.is_closed())
+    }
+
+    /// [`refuse`](Self::refuse) while anyone observes: counts and tells it, and attaches
+    /// the retry estimate. Out of line, so that the unobserved refusal keeps its code (with
+    /// the counters' case inlined into `refuse`, the unobserved refusal and acquire + release
+    /// each rose by one instruction, callgrind, issue 32).
+    #[inline]
+    fn refuse_observed(&self, word: Word) -> BulkheadFull {
+        // Ordering: Acquire — pairs with the Release store in `note_observers`.
+        match self.fast.load(Ordering::Acquire) {
+            _ if crate::observe::trace::interested() => self.observe_refused(word),
+            FAST_COUNTERS => match self.counters.get().and_then(|c| c.inline_cells()) {
+                Some(cells) => {
+                    bump_own(&cells.rejected[RejectReason::refused_index(word.is_closed())])
+                }
+                None => self.observe_refused(word),
+            },
+            // A controller alone learns nothing from a refusal.
+            FAST_NONE => self.observe_refused(word),
+            _ => {}
+        }
+        let full = BulkheadFull::refused(self.name, word.limit(), word.is_closed());
+        if word.is_closed() {
+            return full;
+        }
+        self.with_retry_after(full, word, RejectReason::Full)
+    }
+
+    /// `full` with the estimate of when a slot frees for its caller, if the bulkhead is
+    /// observed and has seen calls finish (`observe::retry`). Out of line and cold: only
+    /// an observed refusal calls it.
+    #[cold]
+    #[inline(never)]
+    fn with_retry_after(
+        &self,
+        full: BulkheadFull,
+        word: Word,
+        reason: RejectReason,
+    ) -> BulkheadFull {
+        let Some(stats) = self.retry.get() else { return full };
+        let counted = || self.counters.get().map_or(0, |c| c.finished());
+        match reason {
+            RejectReason::Full
+            | RejectReason::WaitTimedOut
+            | RejectReason::TooManyWaiting
+            | RejectReason::Evicted => match stats.interval(counted) {
+                Some(interval) => {
+                    let needed = releases_needed(self.sem.waiting(), word.available());
+                    let estimate = Duration::from_nanos(interval.saturating_mul(needed));
+                    full.with_retry_after(Some(estimate))
+                }
+                None => full,
+            },
+            _ => full,
+        }
     }
 
     /// As [`refuse`](Self::refuse), for a caller that already found nobody observing (and
@@ -1508,6 +1573,9 @@ impl Bulkhead {
                 Some(cells) => bump_own(&cells.finished),
                 None => return self.observe_slow(Observed::Finished),
             }
+        } else if let Some(retry) = self.retry.get() {
+            // Observed by listeners alone: the retry estimate counts the release itself.
+            retry.untallied_release();
         }
         if !self.listeners.is_empty() {
             self.emit(BulkheadEventKind::CallFinished);
