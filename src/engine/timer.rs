@@ -23,6 +23,15 @@
 //! precision is the operating system's timed park (tens of microseconds on Linux), not a
 //! runtime's 1 ms tick.
 //!
+//! # A timer the runtime owns
+//!
+//! A runtime (or a library embedding the bulkhead) with a timer wheel of its own binds its
+//! bulkheads to a [`Timer`] handle: their deadlines go to that handle's heap, the runtime is
+//! told through the handle's callback whenever the earliest deadline moves earlier, and it
+//! calls [`Timer::fire_expired`] at that instant. Nothing polls, no thread is started, and
+//! nothing process-wide changes: other bulkheads of the process keep the thread (or the
+//! process-wide switch below). See [`Timer`] for the contract.
+//!
 //! # Without the thread
 //!
 //! A thread is a cost some users cannot pay: targets without threads, processes that fork,
@@ -226,6 +235,7 @@ impl core::fmt::Debug for Shared {
 /// runtime fires the handle when the earliest has passed.
 ///
 /// ```
+/// use std::future::Future;
 /// use std::sync::{Arc, Mutex};
 /// use std::time::{Duration, Instant};
 /// use bulkhead::timer::Timer;
