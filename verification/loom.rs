@@ -407,6 +407,13 @@ fn hostile_waker_on_drain() {
 }
 
 #[test]
+fn own_timer_fire_racing_release() {
+    run_model("own_timer_fire_racing_release", || {
+        scenarios_reentrant::own_timer_fire_racing_release(1)
+    });
+}
+
+#[test]
 fn engine_deadline_racing_release() {
     run_model("engine_deadline_racing_release", || {
         scenarios_reentrant::engine_deadline_racing_release(1)

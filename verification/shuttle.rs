@@ -251,6 +251,8 @@ scenarios! {
         crate::scenarios_reentrant::hostile_waker_on_queue_path(crate::scenarios_reentrant::Path::Close);
     hostile_waker_on_drain => crate::scenarios_reentrant::hostile_waker_on_drain();
     engine_deadline_racing_release => crate::scenarios_reentrant::engine_deadline_racing_release(1);
+    own_timer_fire_racing_release => crate::scenarios_reentrant::own_timer_fire_racing_release(1);
+    own_timer_fire_racing_release_three => crate::scenarios_reentrant::own_timer_fire_racing_release(3);
     engine_deadline_racing_release_three => crate::scenarios_reentrant::engine_deadline_racing_release(3);
     engine_deadline_out_of_queue_order => crate::scenarios_reentrant::engine_deadline_out_of_queue_order();
     listener_reenters_on_every_event => crate::scenarios_reentrant::listener_reenters_on_every_event();

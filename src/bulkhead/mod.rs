@@ -26,6 +26,7 @@ use crate::engine::policy::Criticality;
 use crate::engine::state::MAX_PERMITS;
 use crate::engine::state::{Semaphore, Word};
 use crate::engine::sync::{AtomicU64, AtomicUsize, Instant, Mutex, OnceLock, Ordering};
+use crate::engine::timer::{Binding, Timer};
 use crate::observe::event::BulkheadEvent;
 use crate::observe::event::BulkheadEventKind;
 use crate::observe::event::ListenerHandle;
@@ -138,9 +139,36 @@ impl Bulkhead {
     /// assert_eq!(bulkhead.name(), "payment-gateway");
     /// ```
     pub fn new(name: impl Into<String>, config: BulkheadConfig) -> Bulkhead {
+        Bulkhead::bound(name.into(), config, None)
+    }
+
+    /// Creates a bulkhead named `name` with `config` whose bounded async waits keep their
+    /// deadlines on `timer`, a [`Timer`] the embedder (a runtime) drives, instead of the
+    /// process-wide `bulkhead-timer` thread: this bulkhead never starts that thread, and
+    /// the process-wide [`timer::fire_expired`](crate::timer::fire_expired) does not see its
+    /// deadlines. Owned, weighted and adaptive waits of the bulkhead all use `timer`. Otherwise
+    /// as [`new`](Self::new).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::timer::Timer;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    ///
+    /// // The callback tells the runtime's timer when to call `timer.fire_expired()`.
+    /// let timer = Timer::new(|at| println!("wake the runtime at {at:?}"));
+    /// let bulkhead = Bulkhead::with_timer("bank", BulkheadConfig::default(), &timer);
+    /// assert_eq!(bulkhead.name(), "bank");
+    /// ```
+    pub fn with_timer(name: impl Into<String>, config: BulkheadConfig, timer: &Timer) -> Bulkhead {
+        Bulkhead::bound(name.into(), config, timer.binding())
+    }
+
+    /// [`new`](Self::new) and [`with_timer`](Self::with_timer): the deadlines go to `timer`.
+    pub(crate) fn bound(name: String, config: BulkheadConfig, timer: Binding) -> Bulkhead {
         let bulkhead = Bulkhead {
-            sem: Semaphore::new(config.max_concurrent_calls()),
-            name: Name::new(name.into()),
+            sem: Semaphore::new(config.max_concurrent_calls(), timer),
+            name: Name::new(name),
             max_wait_nanos: AtomicU64::new(UNBOUNDED_WAIT),
             max_waiting: AtomicUsize::new(NO_WAITER_CAP),
             config: Mutex::new(config.clone()),

@@ -128,6 +128,7 @@ use crate::bulkhead::request::Request;
 use crate::bulkhead::Bulkhead;
 use crate::engine::state::Word;
 use crate::engine::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::engine::timer::{Binding, Timer};
 use crate::observe::event::{BulkheadEvent, BulkheadEventKind};
 use crate::observe::metrics::BulkheadMetrics;
 use crate::observe::name::{Name, INLINE_CAPACITY};
@@ -194,6 +195,8 @@ pub struct KeyedBulkhead<K, S = RandomState> {
     close_signal: Bulkhead,
     /// How many calls the keyed level refused with `TooManyKeys`.
     refused_keys: AtomicU64,
+    /// The timer every bulkhead of this family (each key's, the total) keeps its deadlines on.
+    timer: Binding,
 }
 
 /// One shard of the live keys, and whether a close has passed it, under the shard's lock, so
@@ -251,6 +254,7 @@ pub struct KeyedBulkheadBuilder<K, S = RandomState> {
     fallback: Option<K>,
     hasher: S,
     shards: Option<usize>,
+    timer: Binding,
 }
 
 impl<K: fmt::Debug, S> fmt::Debug for KeyedBulkheadBuilder<K, S> {
@@ -275,6 +279,15 @@ where
     /// The same builder under another name (the registry names what it builds).
     pub(crate) fn named(mut self, name: &str) -> Self {
         name.clone_into(&mut self.name);
+        self
+    }
+
+    /// Binds the family to `timer` unless the builder was bound already (a registry's
+    /// timer is the default for what it builds).
+    pub(crate) fn timer_unless_bound(mut self, timer: Option<&Timer>) -> Self {
+        if self.timer.is_none() {
+            self.timer = timer.and_then(Timer::binding);
+        }
         self
     }
 
@@ -356,6 +369,7 @@ where
             fallback: self.fallback,
             hasher,
             shards: self.shards,
+            timer: self.timer,
         }
     }
 
@@ -374,6 +388,24 @@ where
     /// ```
     pub fn shards(mut self, shards: usize) -> Self {
         self.shards = Some(shards);
+        self
+    }
+
+    /// Binds every bulkhead of the family (each key's, the fallback key's and the total) to
+    /// `timer`, a [`Timer`] the embedder drives: their bounded async waits keep their
+    /// deadlines there, never on the process-wide `bulkhead-timer` thread (see
+    /// [`Bulkhead::with_timer`]). Default: the process's timer.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// use bulkhead::timer::Timer;
+    /// let timer = Timer::new(|at| println!("wake the runtime at {at:?}"));
+    /// let hosts = KeyedBulkhead::<u32>::builder("hosts").timer(&timer).build()?;
+    /// let _permit = hosts.try_acquire(&7)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn timer(mut self, timer: &Timer) -> Self {
+        self.timer = timer.binding();
         self
     }
 
@@ -401,8 +433,11 @@ where
         let shards = shards.next_power_of_two();
         let closed_config = BulkheadConfig::builder().max_concurrent_calls(0).build()?;
         let mut keyed = KeyedBulkhead {
-            total: self.total.map(|config| Arc::new(Bulkhead::new(self.name.clone(), config))),
-            close_signal: Bulkhead::new(self.name.clone(), closed_config),
+            total: self.total.map(|config| {
+                Arc::new(Bulkhead::bound(self.name.clone(), config, self.timer.clone()))
+            }),
+            close_signal: Bulkhead::bound(self.name.clone(), closed_config, self.timer.clone()),
+            timer: self.timer,
             name: self.name,
             settings: Mutex::new(Settings {
                 default: self.default,
@@ -670,6 +705,7 @@ where
             fallback: None,
             hasher: RandomState::new(),
             shards: None,
+            timer: None,
         }
     }
 }
@@ -698,7 +734,7 @@ where
             (settings.config_for(key).clone(), settings.version)
         };
         // The name (the key's `Display`) is made after the settings lock is released.
-        (Bulkhead::new(format!("{}/{}", self.name, key), config), version)
+        (Bulkhead::bound(format!("{}/{}", self.name, key), config, self.timer.clone()), version)
     }
 
     /// The shard of a key with this hash. Bits 40.. of the hash: not the low bits the
