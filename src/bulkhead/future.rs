@@ -17,7 +17,7 @@ use crate::bulkhead::error::BulkheadFull;
 use crate::bulkhead::permit::Mark;
 use crate::bulkhead::permit::OwnedPermit;
 use crate::bulkhead::permit::Permit;
-use crate::bulkhead::request::Request;
+use crate::bulkhead::request::{wait_within, Request};
 use crate::bulkhead::Bulkhead;
 use crate::engine::policy::Criticality;
 use crate::engine::state::MAX_PERMITS;
@@ -58,11 +58,11 @@ struct Core {
     key: Option<WaitKey>,
     /// When the wait started (set when queued).
     start: Option<Instant>,
-    /// How long it may wait: before it queues, the request's own max wait (`Duration::MAX`
-    /// when it sets none); once queued, the effective one (the smaller of that and the
-    /// bulkhead's). The deadline is `start + wait` (see [`Core::deadline`]): kept as a
-    /// duration, not an instant, so the plain future stays small.
-    wait: Duration,
+    /// How long it may wait: before it queues, the request's own max wait (`None` when it
+    /// sets none); once queued, the effective one (the smaller of that and the bulkhead's).
+    /// The deadline is `start + wait` (see [`Core::deadline`]): kept as a duration, not an
+    /// instant, so the plain future stays small.
+    wait: Option<Duration>,
     done: bool,
     /// Whether the bulkhead's timer keeps the deadline (`acquire_async`), or a sleep of the
     /// caller's does (`acquire_async_with_sleep`).
@@ -125,7 +125,8 @@ impl Core {
 
     /// When the wait gives up; `None` before it queued and for an unbounded wait.
     fn deadline(&self, bulkhead: &Bulkhead) -> Option<Instant> {
-        self.start.and_then(|start| bulkhead.sem().clock.deadline(start, self.wait))
+        let (start, wait) = (self.start?, self.wait?);
+        bulkhead.sem().clock.deadline(start, wait)
     }
 
     /// Whether this is the plain acquire: one permit, default class.
@@ -249,7 +250,7 @@ impl Core {
         };
         if word.is_closed()
             || bulkhead.max_wait_is_zero()
-            || self.wait.is_zero()
+            || self.wait == Some(Duration::ZERO)
             || word.exceeds_limit(permits)
             || permits == 0
         {
@@ -313,9 +314,8 @@ impl Core {
         arm: impl FnOnce(Duration) -> Option<S>,
     ) -> Poll<Result<Mark, BulkheadFull>> {
         let sem = bulkhead.sem();
-        // The request's own max wait (`Duration::MAX` for the plain acquire) caps the
-        // bulkhead's.
-        let wait = bulkhead.max_wait().min(self.wait);
+        // The request's own max wait (none for the plain acquire) caps the bulkhead's.
+        let wait = wait_within(self.wait, bulkhead.max_wait());
         if wait.is_zero() {
             // The max wait was set to zero by a concurrent `change_config` (a request's own
             // zero wait was refused by the first poll).
@@ -365,7 +365,7 @@ impl Core {
         };
         self.key = Some(key);
         self.start = start;
-        self.wait = wait;
+        self.wait = Some(wait);
         if deadline.is_some() && !self.engine_timer {
             if let Some(sleep) = arm(wait) {
                 timer.set(Timer::On { sleep });

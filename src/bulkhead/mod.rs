@@ -443,6 +443,7 @@ impl Bulkhead {
     /// # Ok(())
     /// # }
     /// ```
+    #[inline]
     pub fn acquire_async(&self) -> Acquire<'_> {
         Acquire::new(self)
     }

@@ -42,8 +42,8 @@ use crate::engine::policy::Criticality;
 pub struct Request {
     permits: u32,
     class: Criticality,
-    /// The per-call max wait; `Duration::MAX` when the call sets none.
-    wait: Duration,
+    /// The per-call max wait; `None` when the call sets none.
+    wait: Option<Duration>,
 }
 
 impl Default for Request {
@@ -54,7 +54,7 @@ impl Default for Request {
     /// assert_eq!(Request::default(), Request::permits(1).criticality(Criticality::Default));
     /// ```
     fn default() -> Self {
-        Request { permits: 1, class: Criticality::Default, wait: Duration::MAX }
+        Request { permits: 1, class: Criticality::Default, wait: None }
     }
 }
 
@@ -66,7 +66,7 @@ impl Request {
     /// assert_eq!(Request::permits(3).num_permits(), 3);
     /// ```
     pub const fn permits(n: u32) -> Request {
-        Request { permits: n, class: Criticality::Default, wait: Duration::MAX }
+        Request { permits: n, class: Criticality::Default, wait: None }
     }
 
     /// The same request in class `class`.
@@ -104,23 +104,19 @@ impl Request {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub const fn max_wait(self, wait: Duration) -> Request {
-        Request { permits: self.permits, class: self.class, wait }
+        Request { permits: self.permits, class: self.class, wait: Some(wait) }
     }
 
     /// The effective max wait of this request on a bulkhead whose configured max wait is
     /// `configured`: the smaller of the two.
     #[inline]
     pub(crate) fn wait_within(self, configured: Duration) -> Duration {
-        if self.wait < configured {
-            self.wait
-        } else {
-            configured
-        }
+        wait_within(self.wait, configured)
     }
 
-    /// The request's own max wait (`Duration::MAX` if it sets none).
+    /// The request's own max wait, if it sets one.
     #[inline]
-    pub(crate) const fn own_wait(self) -> Duration {
+    pub(crate) const fn own_wait(self) -> Option<Duration> {
         self.wait
     }
 
@@ -162,5 +158,14 @@ impl From<Criticality> for Request {
     /// One permit in `class`.
     fn from(class: Criticality) -> Request {
         Request::permits(1).criticality(class)
+    }
+}
+
+/// The smaller of a request's own max wait (if any) and `configured`.
+#[inline]
+pub(crate) fn wait_within(own: Option<Duration>, configured: Duration) -> Duration {
+    match own {
+        Some(own) if own < configured => own,
+        _ => configured,
     }
 }
