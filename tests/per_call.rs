@@ -615,3 +615,79 @@ fn keyed_acquire_many_owned_waits_and_is_granted() {
     assert_eq!(common::join_guarded(worker), Ok(1));
     quiescent(&keyed.key_bulkhead(&1).unwrap(), 1);
 }
+
+// ---- The fallible forms. ----
+
+#[derive(Debug, PartialEq)]
+enum PortError {
+    Unavailable(RejectReason),
+    Failed,
+}
+
+impl From<bulkhead::BulkheadFull> for PortError {
+    fn from(full: bulkhead::BulkheadFull) -> Self {
+        PortError::Unavailable(full.reason())
+    }
+}
+
+#[test]
+fn fallible_with_forms_map_the_refusal_and_keep_the_per_call_wait() {
+    let bulkhead = Bulkhead::new("db", limit_wait(2, LONG));
+    let short = Request::permits(2).max_wait(SHORT);
+    assert_eq!(bulkhead.call_fallible_with(short, || Ok::<_, PortError>(1)), Ok(1));
+    let held = bulkhead.try_acquire().unwrap();
+    let start = Instant::now();
+    assert_eq!(
+        bulkhead.call_fallible_with(short, || Ok::<(), PortError>(())),
+        Err(PortError::Unavailable(RejectReason::WaitTimedOut))
+    );
+    let refused = futures::executor::block_on(
+        bulkhead.call_async_fallible_with(short, async { Ok::<(), PortError>(()) }),
+    );
+    assert_eq!(refused, Err(PortError::Unavailable(RejectReason::WaitTimedOut)));
+    assert!(start.elapsed() < HANG_GUARD);
+    assert_eq!(
+        bulkhead.call_fallible_with(3, || Ok::<(), PortError>(())),
+        Err(PortError::Unavailable(RejectReason::ExceedsLimit))
+    );
+    drop(held);
+    let keyed =
+        KeyedBulkhead::<u64>::builder("api").default_config(limit_wait(1, LONG)).build().unwrap();
+    let held = keyed.try_acquire(&1).unwrap();
+    assert_eq!(
+        keyed.call_fallible_with(
+            &1,
+            Request::default().max_wait(SHORT),
+            || Ok::<(), PortError>(())
+        ),
+        Err(PortError::Unavailable(RejectReason::WaitTimedOut))
+    );
+    let refused = futures::executor::block_on(keyed.call_async_fallible_with(
+        &1,
+        Request::default().max_wait(Duration::ZERO),
+        async { Ok::<(), PortError>(()) },
+    ));
+    assert_eq!(refused, Err(PortError::Unavailable(RejectReason::Full)));
+    drop(held);
+    quiescent(&keyed.key_bulkhead(&1).unwrap(), 1);
+    quiescent(&bulkhead, 2);
+}
+
+#[test]
+fn fallible_with_forms_mark_the_outcome_for_an_adaptive_limit() {
+    let bulkhead = adaptive(20, LONG);
+    let limit = || bulkhead.adaptive_limit().unwrap().limit();
+    let before = limit();
+    assert_eq!(
+        bulkhead.call_fallible_with(2, || Err::<(), _>(PortError::Failed)),
+        Err(PortError::Failed)
+    );
+    let after_sync = limit();
+    assert!(after_sync < before, "a failure backs AIMD off: {before} -> {after_sync}");
+    let failed = futures::executor::block_on(
+        bulkhead.call_async_fallible_with(2, async { Err::<(), _>(PortError::Failed) }),
+    );
+    assert_eq!(failed, Err(PortError::Failed));
+    assert!(limit() < after_sync, "the async failure is marked too");
+    quiescent(&bulkhead, limit());
+}

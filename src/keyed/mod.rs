@@ -1711,6 +1711,75 @@ where
         f()
     }
 
+    /// Runs `f`, which can fail, with the slots `request` asks for held at `key` and at the
+    /// total, a refusal mapped into `E`: the keyed [`Bulkhead::call_fallible_with`].
+    ///
+    /// # Blocking
+    ///
+    /// Waits like [`acquire_many`](Self::acquire_many), then for as long as `f` runs.
+    ///
+    /// # Errors
+    ///
+    /// `E::from(BulkheadFull)` when the slots were not granted (`f` does not run); otherwise
+    /// what `f` gave.
+    ///
+    /// ```
+    /// use bulkhead::{Criticality, keyed::KeyedBulkhead};
+    /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build()?;
+    /// let ok: Result<u32, BoxError> = tenants.call_fallible_with(&7, Criticality::Critical, || Ok(7));
+    /// assert_eq!(ok.unwrap(), 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn call_fallible_with<T, E>(
+        &self,
+        key: &K,
+        request: impl Into<Request>,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<BulkheadFull>,
+    {
+        let _permit = self.acquire_many(key, request)?;
+        f()
+    }
+
+    /// Awaits `fut`, which can fail, with the slots `request` asks for held at `key` and at
+    /// the total, a refusal mapped into `E`: the keyed [`Bulkhead::call_async_fallible_with`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call_async_with`](Self::call_async_with).
+    ///
+    /// # Errors
+    ///
+    /// `E::from(BulkheadFull)` when the slots were not granted (`fut` is not polled);
+    /// otherwise what `fut` gave.
+    ///
+    /// ```
+    /// use bulkhead::{Request, keyed::KeyedBulkhead};
+    /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+    /// # futures::executor::block_on(async {
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build()?;
+    /// let ok: Result<u32, BoxError> = tenants.call_async_fallible_with(&7, Request::permits(2), async { Ok(7) }).await;
+    /// assert_eq!(ok.unwrap(), 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(()) })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn call_async_fallible_with<T, E, F>(
+        &self,
+        key: &K,
+        request: impl Into<Request>,
+        fut: F,
+    ) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<BulkheadFull>,
+    {
+        let _permit = self.acquire_many_async(key, request).await?;
+        fut.await
+    }
+
     /// Awaits `fut`, which can fail, with a slot of `key` (and of the total) held, and gives
     /// its result with a refusal mapped into `E` by `From<BulkheadFull>`: the keyed
     /// [`Bulkhead::call_async_fallible`].
