@@ -478,6 +478,7 @@ impl Bulkhead {
     /// # Ok(())
     /// # }
     /// ```
+    #[inline]
     pub fn acquire_async(&self) -> Acquire<'_> {
         Acquire::new(self)
     }
@@ -641,19 +642,57 @@ impl Bulkhead {
     /// ```
     pub fn acquire_many(&self, request: impl Into<Request>) -> Result<Permit<'_>, BulkheadFull> {
         let request = request.into();
+        self.acquire_many_within(request, request.wait_within(self.max_wait()))
+    }
+
+    /// Takes `n` permits at once, waiting at most `wait` (instead of the configured
+    /// `max_wait_duration`) and at most the request's own [`max_wait`](Request::max_wait):
+    /// the weighted [`acquire_timeout`](Self::acquire_timeout). A zero wait never queues.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread for up to the smaller of `wait` and the request's max wait.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many), with that wait as the max wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(3).build()?);
+    /// let one = bulkhead.try_acquire()?;
+    /// let err = bulkhead.acquire_many_timeout(3, Duration::from_millis(2)).unwrap_err();
+    /// assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+    /// drop(one);
+    /// assert_eq!(bulkhead.acquire_many_timeout(3, Duration::from_millis(2))?.num_permits(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_many_timeout(
+        &self,
+        request: impl Into<Request>,
+        wait: Duration,
+    ) -> Result<Permit<'_>, BulkheadFull> {
+        let request = request.into();
+        self.acquire_many_within(request, request.wait_within(wait))
+    }
+
+    /// The blocking weighted acquire, waiting at most `wait` (already the effective one).
+    fn acquire_many_within(
+        &self,
+        request: Request,
+        wait: Duration,
+    ) -> Result<Permit<'_>, BulkheadFull> {
         let n = request.num_permits();
         match self.try_acquire_request(request) {
             Ok(word) => Ok(Permit::with_permits(self, n, self.permitted(word))),
-            Err(word)
-                if word.is_closed()
-                    || n == 0
-                    || word.exceeds_limit(n)
-                    || self.max_wait_is_zero() =>
-            {
+            Err(word) if word.is_closed() || n == 0 || word.exceeds_limit(n) || wait.is_zero() => {
                 Err(self.refuse_many(word, request))
             }
             Err(_) => self
-                .wait_blocking(self.max_wait(), n, request.class())
+                .wait_blocking(wait, n, request.class())
                 .map(|mark| Permit::with_permits(self, n, mark)),
         }
     }
@@ -745,6 +784,36 @@ impl Bulkhead {
         AcquireOwned::many(StdArc::clone(self), request.into())
     }
 
+    /// Takes `n` permits at once as an owned permit, waiting up to the configured
+    /// `max_wait_duration` (or the request's own [`max_wait`](Request::max_wait), if
+    /// shorter): the owned [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread as [`acquire_many`](Self::acquire_many) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+    /// let permit = bulkhead.acquire_many_owned(3)?;
+    /// std::thread::spawn(move || assert_eq!(permit.num_permits(), 3)).join().unwrap();
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 0);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn acquire_many_owned(
+        self: &StdArc<Self>,
+        request: impl Into<Request>,
+    ) -> Result<OwnedPermit, BulkheadFull> {
+        self.acquire_many(request).map(|permit| permit.into_owned(StdArc::clone(self)))
+    }
+
     /// Takes an owned permit, waiting up to the configured `max_wait_duration`.
     ///
     /// # Blocking
@@ -824,6 +893,129 @@ impl Bulkhead {
     pub fn call<T>(&self, f: impl FnOnce() -> T) -> Result<T, BulkheadFull> {
         let _permit = self.acquire()?;
         Ok(f())
+    }
+
+    /// Runs `f` on the calling thread under the permits `request` asks for (its count, its
+    /// criticality, its own [`max_wait`](Request::max_wait) if shorter than the
+    /// configured one): the weighted, classed [`call`](Self::call). The permits are released
+    /// when `f` returns or unwinds.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks while waiting for the permits, as [`acquire_many`](Self::acquire_many) does,
+    /// then for as long as `f` runs.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many); `f` is not run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, Criticality, Request};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// let report = Request::permits(4).criticality(Criticality::Sheddable).max_wait(Duration::from_millis(5));
+    /// let rows = bulkhead.call_with(report, || bulkhead.metrics().in_flight_calls())?;
+    /// assert_eq!(rows, 4);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn call_with<T>(
+        &self,
+        request: impl Into<Request>,
+        f: impl FnOnce() -> T,
+    ) -> Result<T, BulkheadFull> {
+        let _permit = self.acquire_many(request)?;
+        Ok(f())
+    }
+
+    /// Awaits `fut` in the calling task under the permits `request` asks for, waiting up to
+    /// the smaller of the configured `max_wait_duration` and the request's own
+    /// [`max_wait`](Request::max_wait), on any executor (the bulkhead's timer keeps the
+    /// deadline): the weighted, classed [`call_async`](Self::call_async).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it while it waits leaves the queue (a grant that raced the drop
+    /// goes back whole, to the waiters behind); dropping it while `fut` runs drops `fut` and
+    /// releases the permits.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many); `fut` is dropped without being polled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, Criticality, Request};
+    /// # futures::executor::block_on(async {
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// let login = Request::from(Criticality::Critical).max_wait(Duration::from_millis(20));
+    /// assert_eq!(bulkhead.call_async_with(login, async { 6 * 7 }).await?, 42);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// # })?;
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub async fn call_async_with<F: Future>(
+        &self,
+        request: impl Into<Request>,
+        fut: F,
+    ) -> Result<F::Output, BulkheadFull> {
+        let permit = self.acquire_many_async(request).await?;
+        Ok(Self::run_marked(permit, fut).await)
+    }
+
+    /// Awaits `fut` under an owned permit, waiting for one up to the configured
+    /// `max_wait_duration`: the non-fallible
+    /// [`call_owned_async_fallible`](Self::call_owned_async_fallible). The future is
+    /// `Send + 'static` when `fut` is, so it can be spawned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`call_async`](Self::call_async).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); `fut` is dropped without being polled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+    /// let task = tokio::spawn(bulkhead.call_owned_async(async { 6 * 7 }));
+    /// assert_eq!(task.await.unwrap().unwrap(), 42);
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 0);
+    /// # }
+    /// ```
+    pub fn call_owned_async<F: Future + Send + 'static>(
+        self: &StdArc<Self>,
+        fut: F,
+    ) -> impl Future<Output = Result<F::Output, BulkheadFull>> + Send + 'static {
+        let acquire = self.acquire_owned_async();
+        async move {
+            let permit = acquire.await?;
+            Ok(Self::run_marked(permit, fut).await)
+        }
+    }
+
+    /// Awaits `fut` under `permit`, marking the call cancelled if dropped before `fut`
+    /// completes (an adaptive limit learns nothing from it) and a success once it has.
+    async fn run_marked<P: crate::bulkhead::permit::Marked, F: Future>(
+        mut permit: P,
+        fut: F,
+    ) -> F::Output {
+        crate::bulkhead::permit::Marked::unmarked_is_cancelled(&mut permit);
+        let output = fut.await;
+        crate::bulkhead::permit::Marked::set(
+            &mut permit,
+            crate::bulkhead::permit::Outcome::Success,
+        );
+        output
     }
 
     /// Awaits `fut` in the calling task under a permit, waiting for one up to the configured
