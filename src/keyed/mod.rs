@@ -1423,12 +1423,30 @@ where
         key: &K,
         request: impl Into<Request>,
     ) -> Result<OwnedKeyedPermit, BulkheadFull> {
-        let request = request.into();
+        self.many_owned(
+            key,
+            request.into(),
+            |key, request| key.try_acquire_many(request),
+            |total, request| total.try_acquire_many_owned(request),
+        )
+    }
+
+    /// The owned many-slot verbs' one body: `n` slots of `key` taken by `at_key`, wrapped at
+    /// once in their owned guard, then `n` of the total by `at_total` (the key's given back
+    /// if the total refuses).
+    #[inline]
+    fn many_owned(
+        &self,
+        key: &K,
+        request: Request,
+        at_key: impl FnOnce(&Bulkhead, Request) -> Result<Permit<'_>, BulkheadFull>,
+        at_total: impl FnOnce(&Arc<Bulkhead>, Request) -> Result<OwnedPermit, BulkheadFull>,
+    ) -> Result<OwnedKeyedPermit, BulkheadFull> {
         let n = request.num_permits();
         self.total_admits(n)?;
-        let (bulkhead, mark) = take(self.bulkhead_for(key)?, |key| key.try_acquire_many(request))?;
+        let (bulkhead, mark) = take(self.bulkhead_for(key)?, |key| at_key(key, request))?;
         let key_permit = OwnedPermit::with_permits(bulkhead, n, mark);
-        let total = self.total.as_ref().map(|total| total.try_acquire_many_owned(request));
+        let total = self.total.as_ref().map(|total| at_total(total, request));
         both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
     }
 
@@ -1544,13 +1562,12 @@ where
         key: &K,
         request: impl Into<Request>,
     ) -> Result<OwnedKeyedPermit, BulkheadFull> {
-        let request = request.into();
-        let n = request.num_permits();
-        self.total_admits(n)?;
-        let (bulkhead, mark) = take(self.bulkhead_for(key)?, |key| key.acquire_many(request))?;
-        let key_permit = OwnedPermit::with_permits(bulkhead, n, mark);
-        let total = self.total.as_ref().map(|total| total.acquire_many_owned(request));
-        both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
+        self.many_owned(
+            key,
+            request.into(),
+            |key, request| key.acquire_many(request),
+            |total, request| total.acquire_many_owned(request),
+        )
     }
 
     /// Runs `f` on the calling thread with the slots `request` asks for held at `key` and at
