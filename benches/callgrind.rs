@@ -237,8 +237,7 @@ fn run(op: &str, n: u64) -> Result<(), String> {
     let rt = current_thread_runtime();
     let mut cx = noop_context();
     // Instrumented twins: metrics on (see `instrument`), or one counting listener.
-    let full_instrumented = full_bulkhead();
-    instrument(&full_instrumented);
+    let full_instrumented = full_seen_finishing();
     let free_instrumented = Arc::new(bulkhead(16, Duration::ZERO));
     instrument(&free_instrumented);
     let heard = Arc::new(AtomicU64::new(0));
@@ -486,4 +485,22 @@ fn main() {
             }
         }
     }
+}
+
+/// A full bulkhead, instrumented, that has seen calls finish and refused once since: its
+/// refusals carry a retry estimate, as a service's do once it ran a while (a bulkhead that
+/// never saw a call finish has no estimate and reads the clock on each refusal, issue 33).
+/// Built before the n = 0 baseline too, so its cost is subtracted.
+fn full_seen_finishing() -> Arc<bulkhead::Bulkhead> {
+    let bulkhead = Arc::new(bulkhead(1, Duration::ZERO));
+    instrument(&bulkhead);
+    for _ in 0..4 {
+        drop(bulkhead.try_acquire().expect("a free permit"));
+    }
+    // Past the estimator's first look (`LOOK_EVERY`, 1 ms).
+    std::thread::sleep(Duration::from_millis(3));
+    std::mem::forget(bulkhead.try_acquire_owned().expect("a free permit"));
+    let refused = bulkhead.try_acquire().expect_err("full");
+    assert!(refused.retry_after().is_some(), "an estimate once calls finished");
+    bulkhead
 }

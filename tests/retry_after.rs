@@ -187,3 +187,23 @@ fn a_keyed_bulkheads_refusals_carry_the_keys_estimate() {
     let m = keyed.key_metrics(&2).unwrap();
     assert_eq!((m.calls_permitted(), m.calls_finished()), (4, 3));
 }
+
+#[test]
+fn every_counted_refusal_is_counted_once_and_carries_the_estimate() {
+    // The counted refusal reads a ready-encoded estimate and reads the clock on one refusal
+    // in 16 of a thread (issue 33): across several such periods, each refusal is counted
+    // exactly once and each carries an estimate, the same one while no look is due.
+    let bulkhead = Bulkhead::new("tally", limit(1));
+    bulkhead.enable_counters();
+    finish_calls(&bulkhead, 4, Duration::from_millis(1));
+    let _held = bulkhead.try_acquire().unwrap();
+    let before = bulkhead.metrics().calls_rejected_total();
+    let refusals = 100;
+    for _ in 0..refusals {
+        let full = bulkhead.try_acquire().unwrap_err();
+        assert_eq!(full.reason(), RejectReason::Full);
+        let retry = full.retry_after().expect("calls finished");
+        assert!(retry > Duration::ZERO, "{retry:?}");
+    }
+    assert_eq!(bulkhead.metrics().calls_rejected_total() - before, refusals);
+}

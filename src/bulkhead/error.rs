@@ -171,6 +171,19 @@ impl Packed {
     }
 }
 
+/// The bits a `Full` refusal with no wait and a retry estimate of `retry_nanos` has above
+/// the limit ([`BulkheadFull::refused_with_retry`]); 0 for no estimate (`retry_nanos` 0).
+/// Computed when the estimate changes, so that the counted refusal only `or`s them in.
+pub(crate) fn retry_tail(retry_nanos: u64) -> u64 {
+    if retry_nanos == 0 {
+        return 0;
+    }
+    let full = (RejectReason::Full.index() as u64 + 1) << REASON_SHIFT;
+    let retry = encode_float(retry_nanos, RETRY_MANTISSA, RETRY_EXPONENT);
+    // The waited field (bits 36..=51) stays zero: a fast refusal waited nothing.
+    CLOSED_BIT | full | (retry << RETRY_SHIFT)
+}
+
 fn nanos_of(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -230,6 +243,13 @@ impl BulkheadFull {
     #[inline]
     pub(crate) fn refused(name: Name, limit: usize, closed: bool) -> Self {
         BulkheadFull { name, packed: Packed::refused(limit, closed) }
+    }
+
+    /// The counted fast refusal: [`refused`](Self::refused) as `Full`, carrying the retry
+    /// estimate encoded in `tail` ([`retry_tail`]; 0: none). One `or`.
+    #[inline(always)]
+    pub(crate) fn refused_with_retry(name: Name, limit: usize, tail: u64) -> Self {
+        BulkheadFull { name, packed: Packed::from(Packed::refused(limit, false).bits() | tail) }
     }
 
     pub(crate) fn new(
@@ -407,6 +427,25 @@ mod tests {
                 assert_eq!(full.reason(), reason);
                 assert_eq!(full.waited(), Duration::ZERO);
                 assert_eq!(full, BulkheadFull::new(name(), limit, reason, Duration::ZERO));
+            }
+        }
+    }
+
+    #[test]
+    fn the_counted_refusals_ready_tail_encodes_as_the_full_computation_does() {
+        // `refused_with_retry(retry_tail(n))` (the counted refusal's inline path) is the
+        // refusal `with_retry_after` builds from the same estimate (its out-of-line paths).
+        assert_eq!(BulkheadFull::refused_with_retry(name(), 4, retry_tail(0)).retry_after(), None);
+        for limit in [1, 16, crate::engine::state::MAX_PERMITS] {
+            for nanos in [1, 127, 128, 129, 40_000, 999_999, 20_000_001, 3_000_000_000, u64::MAX] {
+                let fast = BulkheadFull::refused_with_retry(name(), limit, retry_tail(nanos));
+                let slow = BulkheadFull::refused(name(), limit, false)
+                    .with_retry_after(Some(Duration::from_nanos(nanos)));
+                assert_eq!(fast, slow, "limit {limit}, {nanos} ns");
+                assert_eq!(fast.retry_after(), slow.retry_after());
+                assert_eq!(fast.reason(), RejectReason::Full);
+                assert_eq!(fast.max_concurrent_calls(), limit);
+                assert_eq!(fast.waited(), Duration::ZERO);
             }
         }
     }

@@ -33,8 +33,8 @@ use crate::observe::event::ListenerHandle;
 use crate::observe::metrics::BulkheadMetrics;
 use crate::observe::name::Name;
 use crate::observe::reason::RejectReason;
-use crate::observe::retry::{releases_needed, RetryStats};
-use crate::observe::{bump_own, Cells, Counters, Listeners, Outcome};
+use crate::observe::retry::{releases_needed, RetryStats, TICK_EVERY};
+use crate::observe::{bump_own, bump_own_count, Cells, Counters, Listeners, Outcome};
 
 /// A `max_wait_duration` that does not fit in `u64` nanoseconds (584 years): unbounded.
 const UNBOUNDED_WAIT: u64 = u64::MAX;
@@ -1432,7 +1432,10 @@ impl Bulkhead {
     #[inline(always)]
     pub(crate) fn refuse_from(&self, word: Word, quiet: bool) -> BulkheadFull {
         if !quiet {
-            return self.refuse_loud(word);
+            return match self.refuse_counted(word) {
+                Some(full) => full,
+                None => self.refuse_loud(word),
+            };
         }
         if crate::observe::trace::interested() {
             self.observe_refused(word);
@@ -1449,6 +1452,57 @@ impl Bulkhead {
     #[inline(never)]
     fn refuse_loud(&self, word: Word) -> BulkheadFull {
         self.refuse(word)
+    }
+
+    /// The counted refusal (issue 33), the one every service exporting metrics runs, when
+    /// the counters alone observe and this thread has inline cells: counts it and returns
+    /// the refusal, with the retry estimate of a caller the next release would serve read
+    /// ready-encoded (`RetryStats::tail`). `None` (nothing counted) in every other case.
+    #[inline(always)]
+    fn refuse_counted(&self, word: Word) -> Option<BulkheadFull> {
+        // Ordering: Acquire — pairs with the Release store in `note_observers`, as in
+        // `refuse_observed`.
+        if !word.is_observed()
+            || self.fast.load(Ordering::Acquire) != FAST_COUNTERS
+            || crate::observe::trace::interested()
+        {
+            return None;
+        }
+        let cells = self.counters.get()?.inline_cells()?;
+        let closed = word.is_closed();
+        let count = bump_own_count(&cells.rejected[RejectReason::refused_index(closed)]);
+        if let (false, true, Some(stats)) = (closed, word.serves_next_newcomer(), self.retry.get())
+        {
+            let tail = stats.tail();
+            if tail != 0 && count % TICK_EVERY != 0 {
+                return Some(BulkheadFull::refused_with_retry(self.name, word.limit(), tail));
+            }
+        }
+        Some(self.refuse_counted_slow(word))
+    }
+
+    /// [`refuse_counted`](Self::refuse_counted)'s refusal, already counted, in the cases
+    /// its inline path leaves: closed, a queue or a shrink's debt ahead, no estimate yet,
+    /// or a tick due (every [`TICK_EVERY`]-th refusal of the thread: `with_retry_after`
+    /// reads the clock, and looks at the release count when a look is due).
+    #[cold]
+    #[inline(never)]
+    fn refuse_counted_slow(&self, word: Word) -> BulkheadFull {
+        let full = BulkheadFull::refused(self.name, word.limit(), word.is_closed());
+        match self.retry.get() {
+            _ if word.is_closed() => full,
+            Some(stats) if word.serves_next_newcomer() => {
+                // The tick: the clock, and a look when one is due; the bits it left.
+                stats.interval(|| self.counted_finished());
+                BulkheadFull::refused_with_retry(self.name, word.limit(), stats.tail())
+            }
+            _ => self.with_retry_after(full, word, RejectReason::Full),
+        }
+    }
+
+    /// The calls the counters saw finish (0 without counters): the retry estimate's count.
+    fn counted_finished(&self) -> u64 {
+        self.counters.get().map_or(0, |c| c.finished())
     }
 
     /// The refusal of a caller that found no free permit and may not wait: `Closed` if the
@@ -1499,7 +1553,7 @@ impl Bulkhead {
         reason: RejectReason,
     ) -> BulkheadFull {
         let Some(stats) = self.retry.get() else { return full };
-        let counted = || self.counters.get().map_or(0, |c| c.finished());
+        let counted = || self.counted_finished();
         match reason {
             RejectReason::Full
             | RejectReason::WaitTimedOut

@@ -228,6 +228,13 @@ impl Word {
         self.0 & WAITERS != 0
     }
 
+    /// Nobody queued and no shrink's debt: the next permit to come back would serve a
+    /// caller that queued now (the retry estimate's common case, `observe::retry`).
+    #[inline]
+    pub(crate) fn serves_next_newcomer(self) -> bool {
+        !self.has_waiters() && self.available() >= 0
+    }
+
     /// No permit is free (`available` is zero) and nobody observes: the refusal that needs no
     /// bookkeeping, told apart from every other word by one unsigned comparison (the top 32
     /// bits are `available` and `OBSERVED`).

@@ -113,11 +113,20 @@ impl Cells {
 /// Adds one to a cell that only the calling thread writes.
 #[inline]
 pub(crate) fn bump_own(cell: &AtomicU64) {
+    bump_own_count(cell);
+}
+
+/// [`bump_own`], returning the cell's new value.
+#[inline(always)]
+pub(crate) fn bump_own_count(cell: &AtomicU64) -> u64 {
     // Ordering: Relaxed — this thread is the cell's only writer (its slot is its own until
     // it exits, and the slot pool's mutex orders the hand-over), so a load and a store lose
     // no update; nothing is published through a counter, and readers only sum. A u64 does
     // not wrap: 584 years at one increment per nanosecond.
-    cell.store(cell.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    let count = cell.load(Ordering::Relaxed).wrapping_add(1);
+    // Ordering: Relaxed — as above.
+    cell.store(count, Ordering::Relaxed);
+    count
 }
 
 /// Adds one to a cell that several threads may write.

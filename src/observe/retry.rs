@@ -37,6 +37,7 @@
 
 use core::time::Duration;
 
+use crate::bulkhead::error::retry_tail;
 use crate::engine::sync::{AtomicU64, Ordering, SampleClock};
 
 /// The shortest window between two samples of the release rate.
@@ -67,6 +68,10 @@ pub(crate) struct RetryStats {
     /// The moving average of the time between releases, in nanoseconds; 0 until a window
     /// saw a release.
     interval: AtomicU64,
+    /// `interval` as the bits a `Full` refusal of a caller served by the next release
+    /// carries (`BulkheadFull::refused_with_retry`), 0 while `interval` is: the counted
+    /// refusal's fast path ([`tail`](Self::tail)) reads it instead of encoding.
+    tail: AtomicU64,
 }
 
 impl RetryStats {
@@ -80,6 +85,7 @@ impl RetryStats {
             window_start: AtomicU64::new(start),
             window_finished: AtomicU64::new(0),
             interval: AtomicU64::new(0),
+            tail: AtomicU64::new(0),
             clock,
         }
     }
@@ -120,7 +126,7 @@ impl RetryStats {
     /// samples the interval. Returns the interval to use now.
     #[cold]
     fn look(&self, now: u64, interval: u64, counted: impl FnOnce() -> u64) -> u64 {
-        // Ordering: Relaxed — as in `estimate`.
+        // Ordering: Relaxed — as in `interval`.
         let start = self.window_start.load(Ordering::Relaxed);
         let elapsed = self.clock.nanos(now.saturating_sub(start));
         let window =
@@ -128,9 +134,9 @@ impl RetryStats {
         if elapsed < window && interval != 0 {
             return interval;
         }
-        // Ordering: Relaxed — as in `estimate`.
+        // Ordering: Relaxed — as in `interval`.
         let total = counted().wrapping_add(self.untallied.load(Ordering::Relaxed));
-        // Ordering: Relaxed — as in `estimate`.
+        // Ordering: Relaxed — as in `interval`.
         let released = total.saturating_sub(self.window_finished.load(Ordering::Relaxed));
         if released == 0 {
             // A whole window (about `RELEASES_PER_WINDOW` intervals) and nothing came back:
@@ -141,11 +147,10 @@ impl RetryStats {
             // cell's p90 error was 156 ms, benches/results/retry_after.md.)
             let longer =
                 if interval == 0 { 0 } else { interval.max(elapsed / RELEASES_PER_WINDOW) };
-            // Ordering: Relaxed — as in `estimate`.
-            self.interval.store(longer, Ordering::Relaxed);
+            self.publish(longer);
             return longer;
         }
-        // Ordering: Relaxed on success and failure — as in `estimate`: whoever wins the
+        // Ordering: Relaxed on success and failure — as in `interval`: whoever wins the
         // window stores its sample; a loser uses the average it loaded.
         if self
             .window_start
@@ -154,15 +159,38 @@ impl RetryStats {
         {
             return interval;
         }
-        // Ordering: Relaxed — as in `estimate`.
+        // Ordering: Relaxed — as in `interval`.
         self.window_finished.store(total, Ordering::Relaxed);
         let sample = (elapsed / released).max(1);
         let blended = if interval == 0 { sample } else { (3 * interval + sample) / 4 };
-        // Ordering: Relaxed — as in `estimate`.
-        self.interval.store(blended, Ordering::Relaxed);
+        self.publish(blended);
         blended
     }
+
+    /// Stores a new average and its encoded tail.
+    fn publish(&self, interval: u64) {
+        // Ordering: Relaxed — as in `interval`: a statistic; a reader that sees the new
+        // interval with the old tail (or the reverse) carries an estimate one look older.
+        self.interval.store(interval, Ordering::Relaxed);
+        // Ordering: Relaxed — as above.
+        self.tail.store(retry_tail(interval), Ordering::Relaxed);
+    }
+
+    /// The counted refusal's estimate for a caller served by the next release (nobody
+    /// queued, no shrink's debt): the encoded bits of the current interval, 0 if none yet.
+    /// That refusal takes [`interval`](Self::interval) instead on every [`TICK_EVERY`]-th
+    /// refusal of its thread and while there is no estimate yet, so the others pay one load
+    /// and no clock read.
+    #[inline(always)]
+    pub(crate) fn tail(&self) -> u64 {
+        // Ordering: Relaxed — as in `interval`.
+        self.tail.load(Ordering::Relaxed)
+    }
 }
+
+/// How often a thread's counted refusal reads the clock for the estimate ([`RetryStats::tail`]):
+/// once per this many of its refusals.
+pub(crate) const TICK_EVERY: u64 = 16;
 
 /// How many releases serve a caller refused now: the `waiting` callers ahead, then it, after
 /// a shrink's debt (`available < 0`).
@@ -183,6 +211,7 @@ mod tests {
         // Four releases in at least 2 ms: at least 0.5 ms apart.
         let interval = stats.interval(|| 4).expect("releases seen");
         assert!(interval >= 500_000, "{interval}");
+        assert_eq!(stats.tail(), retry_tail(interval));
         // Within the look's period: the same interval, not re-read.
         assert_eq!(stats.interval(|| panic!("not due")), Some(interval));
     }
