@@ -59,7 +59,7 @@
 //! (or [`FOLD_AT`] samples'), the way Netflix's `WindowedLimit` feeds its delegate
 //! (average latency, max in flight, per window).
 
-use crossbeam_utils::CachePadded;
+use crate::engine::pad::CachePadded;
 
 use super::algorithm::Sample;
 use crate::bulkhead::permit::Outcome;

@@ -80,7 +80,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_utils::CachePadded;
+use crate::engine::pad::CachePadded;
 
 pub use self::aimd::Aimd;
 pub use self::algorithm::{Estimates, LimitAlgorithm, Limits, Sample};

@@ -7,6 +7,7 @@
 //! | `state.rs` | the state word, the FIFO waiter queue, the grant/withdraw protocol (start here: its docs are the invariants) |
 //! | `policy.rs` | what the queue does under overload: `QueueOrder` and `Criticality` (public) |
 //! | `sync.rs` | the only file that names atomics, locks, parkers and the clock: std's, or loom's and shuttle's under their cfgs |
+//! | `pad.rs` | `CachePadded`: a hot atomic alone on its cache lines |
 //! | `foreign.rs` | calling foreign code the engine must call (a task's `wake`), containing its panics |
 //! | `timer.rs` | the process-wide deadline timer of bounded async waits (public: `bulkhead::timer`) |
 //! | `model.rs` | the model clock for users who model-check their own code (public under the cfgs: `bulkhead::model`) |
@@ -22,6 +23,7 @@ pub(crate) mod foreign;
 #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
 #[cfg_attr(docsrs, doc(cfg(any(bulkhead_loom, bulkhead_shuttle))))]
 pub mod model;
+pub(crate) mod pad;
 pub mod policy;
 pub(crate) mod state;
 pub(crate) mod sync;

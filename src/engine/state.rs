@@ -156,7 +156,7 @@
 use std::sync::{Arc, Weak};
 use std::task::Waker;
 
-use crossbeam_utils::CachePadded;
+use crate::engine::pad::CachePadded;
 
 use crate::engine::foreign::wake_task;
 use crate::engine::policy::{Criticality, QueueOrder};

@@ -116,7 +116,7 @@ use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crossbeam_utils::CachePadded;
+use crate::engine::pad::CachePadded;
 use hashbrown::HashTable;
 use pin_project_lite::pin_project;
 

@@ -69,7 +69,7 @@ pub(crate) mod trace;
 
 use core::time::Duration;
 
-use crossbeam_utils::CachePadded;
+use crate::engine::pad::CachePadded;
 
 use std::sync::Arc;
 
