@@ -15,6 +15,7 @@ use core::time::Duration;
 use std::sync::Arc as StdArc;
 
 use crate::bulkhead::config::BulkheadConfig;
+use crate::bulkhead::error::retry_tail;
 use crate::bulkhead::error::BulkheadFull;
 use crate::bulkhead::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
 use crate::bulkhead::hook::{sample_due, LimitHook};
@@ -1227,7 +1228,7 @@ impl Bulkhead {
     /// ```
     pub fn enable_counters(&self) {
         self.counters.get_or_init(|| Box::new(Counters::new()));
-        self.retry.get_or_init(|| Box::new(RetryStats::new()));
+        self.retry.get_or_init(|| Box::new(RetryStats::new(retry_tail)));
         self.note_observers();
         self.sem.set_observed();
     }
@@ -1307,7 +1308,7 @@ impl Bulkhead {
         listener: impl Fn(&BulkheadEvent) + Send + Sync + 'static,
     ) -> ListenerHandle {
         let active = StdArc::new(crate::engine::sync::AtomicBool::new(true));
-        self.retry.get_or_init(|| Box::new(RetryStats::new()));
+        self.retry.get_or_init(|| Box::new(RetryStats::new(retry_tail)));
         self.listeners.push(Box::new(listener), StdArc::clone(&active));
         self.note_observers();
         self.sem.set_observed();
@@ -1321,7 +1322,7 @@ impl Bulkhead {
         listener: Box<crate::observe::Listener>,
         active: StdArc<crate::engine::sync::AtomicBool>,
     ) {
-        self.retry.get_or_init(|| Box::new(RetryStats::new()));
+        self.retry.get_or_init(|| Box::new(RetryStats::new(retry_tail)));
         self.listeners.push(listener, active);
         self.note_observers();
         self.sem.set_observed();

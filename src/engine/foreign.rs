@@ -4,6 +4,25 @@
 
 use std::task::Waker;
 
+/// The payload a waker (or other foreign code) of a model test panics with to test the
+/// bulkhead's containment: `std::panic::panic_any(ContainedPanic)`.
+///
+/// Outside the checkers the bulkhead contains every panic of a waker it calls. Under them it
+/// contains only this payload and re-raises any other, so that a checker's own panic (a
+/// deadlock found, a failed assertion inside a re-entrant waker) still reaches the checker.
+///
+/// ```ignore
+/// struct Panicking;
+/// impl std::task::Wake for Panicking {
+///     fn wake(self: std::sync::Arc<Self>) {
+///         std::panic::panic_any(bulkhead::model::ContainedPanic);
+///     }
+/// }
+/// ```
+#[cfg(any(bulkhead_loom, bulkhead_shuttle))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContainedPanic;
+
 /// Calls `waker.wake()` (foreign code, which also drops the waker), containing its panic: the
 /// caller goes on with its work (the other waiters it serves, the timer's other deadlines),
 /// and the panic is reported ([`contained`]), never re-raised. Not re-raised because the
@@ -27,7 +46,7 @@ pub(crate) fn wake_task(waker: Waker) {
 #[inline(never)]
 pub(crate) fn contained(payload: Box<dyn core::any::Any + Send>, what: &'static str) {
     #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
-    if !payload.is::<crate::engine::model::ContainedPanic>() {
+    if !payload.is::<ContainedPanic>() {
         std::panic::resume_unwind(payload);
     }
     #[cfg(feature = "tracing")]

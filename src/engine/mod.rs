@@ -6,7 +6,7 @@
 //! |------|---------------|
 //! | `state.rs` | the state word, the FIFO waiter queue, the grant/withdraw protocol (start here: its docs are the invariants) |
 //! | `policy.rs` | what the queue does under overload: `QueueOrder` and `Criticality` (public) |
-//! | `sync.rs` | the only file that names atomics, locks, parkers and the clock: std's, or loom's and shuttle's under their cfgs |
+//! | `sync.rs` | the only file that names atomics, locks, parkers and the clock: std's, or loom's and shuttle's under their cfgs; and `Expire`, what a deadline fires, which the model clock and the timer both call |
 //! | `pad.rs` | `CachePadded`: a hot atomic alone on its cache lines |
 //! | `foreign.rs` | calling foreign code the engine must call (a task's `wake`), containing its panics |
 //! | `timer.rs` | the process-wide deadline timer of bounded async waits (public: `bulkhead::timer`) |

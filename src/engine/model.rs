@@ -185,23 +185,7 @@ pub use crate::engine::sync::loom;
 #[cfg(bulkhead_shuttle)]
 pub use crate::engine::sync::shuttle;
 
-/// The payload a waker (or other foreign code) of a model test panics with to test the
-/// bulkhead's containment: `std::panic::panic_any(ContainedPanic)`.
-///
-/// Outside the checkers the bulkhead contains every panic of a waker it calls. Under them it
-/// contains only this payload and re-raises any other, so that a checker's own panic (a
-/// deadlock found, a failed assertion inside a re-entrant waker) still reaches the checker.
-///
-/// ```ignore
-/// struct Panicking;
-/// impl std::task::Wake for Panicking {
-///     fn wake(self: std::sync::Arc<Self>) {
-///         std::panic::panic_any(bulkhead::model::ContainedPanic);
-///     }
-/// }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ContainedPanic;
+pub use crate::engine::foreign::ContainedPanic;
 
 /// Model time elapsed since the execution started: zero until the test advances the clock.
 ///

@@ -492,7 +492,7 @@ mod imp {
         /// Deadlines the engine's timer was asked to fire (`crate::engine::timer::schedule`): the
         /// model clock is the timer, so an advance past one runs the same expiry as the
         /// timer thread does.
-        timers: Vec<(Instant, std::sync::Weak<dyn crate::engine::timer::Expire>)>,
+        timers: Vec<(Instant, std::sync::Weak<dyn super::Expire>)>,
     }
 
     // One clock per execution: both checkers reset their lazy statics between executions
@@ -548,11 +548,7 @@ mod imp {
         /// A deadline the clock already passed fires at once, on the caller's thread (which
         /// holds no lock of ours: the engine schedules after unlocking), as the timer
         /// thread would fire it at once.
-        pub(crate) fn schedule(
-            &self,
-            at: Instant,
-            list: std::sync::Weak<dyn crate::engine::timer::Expire>,
-        ) {
+        pub(crate) fn schedule(&self, at: Instant, list: std::sync::Weak<dyn super::Expire>) {
             let mut sleepers = self.sleepers.lock();
             let now = self.now();
             if at > now {
@@ -561,7 +557,7 @@ mod imp {
             }
             drop(sleepers);
             if let Some(list) = list.upgrade() {
-                crate::engine::timer::Expire::expire(&*list, at, now);
+                super::Expire::expire(&*list, at, now);
             }
         }
 
@@ -601,7 +597,7 @@ mod imp {
             }
             for (at, list) in due {
                 if let Some(list) = list.upgrade() {
-                    crate::engine::timer::Expire::expire(&*list, at, now);
+                    super::Expire::expire(&*list, at, now);
                 }
             }
         }
@@ -666,6 +662,18 @@ mod imp {
 }
 
 pub(crate) use imp::*;
+
+/// What the timer fires: a queue that withdraws the waits whose deadline passed. The timer
+/// (and the model clock) need only this, not the queue's type.
+/// Defined beside the clock, which fires it under the model checkers, so that the clock and
+/// the timer (`timer.rs`) name it without naming each other.
+pub(crate) trait Expire: Send + Sync {
+    /// The timer fired at `fired` (an instant this queue asked for); `now` is the clock's
+    /// reading. Withdraws and wakes every wait due by `now`, serves the queue as the
+    /// waiters' own withdrawals would, and asks for the next fire. Takes its own locks; the
+    /// caller holds none of the crate's.
+    fn expire(&self, fired: Instant, now: Instant);
+}
 
 #[cfg(test)]
 mod tests {

@@ -62,17 +62,8 @@ use std::cmp::{Ordering as CmpOrdering, Reverse};
 use std::collections::BinaryHeap;
 use std::sync::{Arc, Weak};
 
+pub(crate) use crate::engine::sync::Expire;
 use crate::engine::sync::{Clock, Instant, Mutex};
-
-/// What the timer fires: a queue that withdraws the waits whose deadline passed. The timer
-/// (and the model clock) need only this, not the queue's type.
-pub(crate) trait Expire: Send + Sync {
-    /// The timer fired at `fired` (an instant this queue asked for); `now` is the clock's
-    /// reading. Withdraws and wakes every wait due by `now`, serves the queue as the
-    /// waiters' own withdrawals would, and asks for the next fire. Takes its own locks; the
-    /// caller holds none of the crate's.
-    fn expire(&self, fired: Instant, now: Instant);
-}
 
 /// Which timer a queue's deadlines go to: `None` is the process's (the `bulkhead-timer`
 /// thread, or the model clock under the checkers), `Some` an embedder's [`Timer`]. Set when

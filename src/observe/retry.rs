@@ -37,7 +37,6 @@
 
 use core::time::Duration;
 
-use crate::bulkhead::error::retry_tail;
 use crate::engine::sync::{AtomicU64, Ordering, SampleClock};
 
 /// The shortest window between two samples of the release rate.
@@ -72,10 +71,14 @@ pub(crate) struct RetryStats {
     /// carries (`BulkheadFull::refused_with_retry`), 0 while `interval` is: the counted
     /// refusal's fast path ([`tail`](Self::tail)) reads it instead of encoding.
     tail: AtomicU64,
+    /// Encodes `interval` as `tail` (given by the bulkhead, which owns the error's layout).
+    tail_of: fn(u64) -> u64,
 }
 
 impl RetryStats {
-    pub(crate) fn new() -> RetryStats {
+    /// `tail_of` encodes an interval (nanoseconds, 0: none) as the bits a refusal carries
+    /// (`BulkheadFull`'s packing, which the layer above owns): called when the average moves.
+    pub(crate) fn new(tail_of: fn(u64) -> u64) -> RetryStats {
         let clock = SampleClock::new();
         let start = clock.raw();
         RetryStats {
@@ -86,6 +89,7 @@ impl RetryStats {
             window_finished: AtomicU64::new(0),
             interval: AtomicU64::new(0),
             tail: AtomicU64::new(0),
+            tail_of,
             clock,
         }
     }
@@ -173,7 +177,7 @@ impl RetryStats {
         // interval with the old tail (or the reverse) carries an estimate one look older.
         self.interval.store(interval, Ordering::Relaxed);
         // Ordering: Relaxed — as above.
-        self.tail.store(retry_tail(interval), Ordering::Relaxed);
+        self.tail.store((self.tail_of)(interval), Ordering::Relaxed);
     }
 
     /// The counted refusal's estimate for a caller served by the next release (nobody
@@ -205,13 +209,13 @@ mod tests {
 
     #[test]
     fn no_estimate_before_a_release_then_one_per_interval() {
-        let stats = RetryStats::new();
+        let stats = RetryStats::new(|nanos| nanos.wrapping_mul(3));
         assert_eq!(stats.interval(|| 0), None);
         std::thread::sleep(Duration::from_millis(2));
         // Four releases in at least 2 ms: at least 0.5 ms apart.
         let interval = stats.interval(|| 4).expect("releases seen");
         assert!(interval >= 500_000, "{interval}");
-        assert_eq!(stats.tail(), retry_tail(interval));
+        assert_eq!(stats.tail(), interval * 3);
         // Within the look's period: the same interval, not re-read.
         assert_eq!(stats.interval(|| panic!("not due")), Some(interval));
     }
