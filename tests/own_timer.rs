@@ -427,3 +427,42 @@ fn contended_bounded_waits_all_end_through_a_driven_handle() {
         assert_quiescent(&bulkhead, 2);
     });
 }
+
+#[cfg(feature = "serde")]
+#[test]
+fn a_registry_from_a_config_file_binds_its_instances_and_later_names() {
+    let calls = Arc::new(Calls::default());
+    let timer = calls.timer();
+    let file = bulkhead::file::ConfigFile::from_yaml_str(
+        "
+resilience4j.bulkhead:
+  configs.default: { max-concurrent-calls: 1, max-wait-duration: 3ms }
+  instances.bank: {}
+",
+    )
+    .unwrap();
+    let registry = BulkheadRegistry::from_config_file_with_timer(&file, &timer);
+    let (_counter, waker) = CountingWaker::new();
+    // The file's instance, and a name created later from the default configuration.
+    let bank = registry.find("bank").expect("defined in the file");
+    let later = registry.bulkhead("later");
+    let held = (bank.try_acquire().unwrap(), later.try_acquire().unwrap());
+    let mut bank_wait = Box::pin(bank.acquire_async());
+    let mut later_wait = Box::pin(later.acquire_async());
+    assert!(poll_once(&mut bank_wait, &waker).is_pending());
+    assert!(poll_once(&mut later_wait, &waker).is_pending());
+    assert_eq!(bulkhead::timer::fire_expired(), None, "nothing on the process-wide heap");
+    assert!(!calls.all().is_empty(), "the runtime was told of the deadline");
+    let mut next = timer.next_deadline();
+    let started = Instant::now();
+    while let Some(at) = next {
+        assert!(started.elapsed() < common::HANG_GUARD, "hang guard");
+        next = fire_at(&timer, at);
+    }
+    expect_timed_out(poll_once(&mut bank_wait, &waker));
+    expect_timed_out(poll_once(&mut later_wait, &waker));
+    assert_eq!(timer_threads(), 0, "no bulkhead-timer thread");
+    drop(held);
+    assert_eq!(bank.check_work_conservation(), Ok(()));
+    assert_eq!(later.check_work_conservation(), Ok(()));
+}

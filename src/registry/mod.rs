@@ -597,7 +597,7 @@ impl BulkheadRegistry {
     }
 
     /// A bulkhead as this registry creates it: bound to the registry's timer, if it has one.
-    fn new_bulkhead(&self, name: &str, config: BulkheadConfig) -> Bulkhead {
+    pub(crate) fn new_bulkhead(&self, name: &str, config: BulkheadConfig) -> Bulkhead {
         match &self.timer {
             Some(timer) => Bulkhead::with_timer(name, config, timer),
             None => Bulkhead::new(name, config),

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::{ConfigFile, FileError};
-use crate::bulkhead::Bulkhead;
+use crate::engine::timer::Timer;
 use crate::registry::{BulkheadRegistry, FileSource, DEFAULT_CONFIG};
 
 /// Building a registry from a configuration file (feature `serde`).
@@ -106,7 +106,40 @@ impl BulkheadRegistry {
     /// # Ok::<(), bulkhead::file::FileError>(())
     /// ```
     pub fn from_config_file(file: &ConfigFile) -> BulkheadRegistry {
+        BulkheadRegistry::from_config_file_bound(file, None)
+    }
+
+    /// [`from_config_file`](Self::from_config_file), every bulkhead the registry creates
+    /// (the file's instances first) bound to `timer`, a [`Timer`] the embedder drives: as
+    /// [`BulkheadRegistryBuilder::timer`](crate::registry::BulkheadRegistryBuilder::timer)
+    /// for a registry built in code.
+    ///
+    /// ```
+    /// use std::future::Future;
+    /// use bulkhead::{file::ConfigFile, timer::Timer, BulkheadRegistry};
+    /// let file = ConfigFile::from_yaml_str(
+    ///     "resilience4j.bulkhead.instances.bank: { max-concurrent-calls: 1, max-wait-duration: 5ms }",
+    /// )?;
+    /// let timer = Timer::new(|_at| { /* wake the runtime's timer wheel */ });
+    /// let registry = BulkheadRegistry::from_config_file_with_timer(&file, &timer);
+    /// let bank = registry.find("bank").unwrap();
+    /// let _held = bank.try_acquire()?;
+    /// // The bounded wait below is kept by `timer`, not by the process's timer thread.
+    /// let mut wait = std::pin::pin!(bank.acquire_async());
+    /// let waker = std::task::Waker::noop();
+    /// assert!(wait.as_mut().poll(&mut std::task::Context::from_waker(waker)).is_pending());
+    /// assert!(timer.next_deadline().is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// [`Timer`]: crate::timer::Timer
+    pub fn from_config_file_with_timer(file: &ConfigFile, timer: &Timer) -> BulkheadRegistry {
+        BulkheadRegistry::from_config_file_bound(file, Some(timer.clone()))
+    }
+
+    fn from_config_file_bound(file: &ConfigFile, timer: Option<Timer>) -> BulkheadRegistry {
         let mut registry = BulkheadRegistry::new(file.default_config());
+        registry.timer = timer;
         registry.registry_tags = file.tags().clone();
         registry.source = Some(FileSource {
             label: file
@@ -123,7 +156,7 @@ impl BulkheadRegistry {
         }
         for instance in file.instances() {
             let bulkhead = registry.get_or_create(instance.name(), false, || {
-                (Bulkhead::new(instance.name(), instance.config().clone()), BTreeMap::new())
+                (registry.new_bulkhead(instance.name(), instance.config().clone()), BTreeMap::new())
             });
             if let Some(settings) = instance.adaptive() {
                 // A fresh bulkhead has no controller yet, and the settings were checked
