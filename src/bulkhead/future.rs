@@ -27,7 +27,7 @@ use crate::observe::reason::RejectReason;
 
 /// The sleep of a future whose deadline the bulkhead's timer keeps: none. Uninhabited, so
 /// `Timer<EngineTimer>` takes no space.
-enum EngineTimer {}
+pub(crate) enum EngineTimer {}
 
 impl Future for EngineTimer {
     type Output = ();
@@ -38,14 +38,14 @@ impl Future for EngineTimer {
 }
 
 /// `acquire_async` arms no sleep: its deadline goes to the queue, and the timer keeps it.
-fn engine_timer(_wait: Duration) -> Option<EngineTimer> {
+pub(crate) fn engine_timer(_wait: Duration) -> Option<EngineTimer> {
     None
 }
 
 pin_project! {
     /// The timer of a queued wait, armed in place (never boxed).
     #[project = TimerProj]
-    enum Timer<S> {
+    pub(crate) enum Timer<S> {
         Off,
         On { #[pin] sleep: S },
     }
@@ -53,7 +53,7 @@ pin_project! {
 
 /// The unpinned state every acquire future shares: first poll tries the fast path, then
 /// queues; later polls check the slot, then the timer; drop withdraws.
-struct Core {
+pub(crate) struct Core {
     /// The queued wait, while there is one.
     key: Option<WaitKey>,
     /// When the wait started (set when queued).
@@ -73,7 +73,7 @@ struct Core {
 }
 
 impl Core {
-    const fn new(engine_timer: bool, request: Request) -> Self {
+    pub(crate) const fn new(engine_timer: bool, request: Request) -> Self {
         Core {
             key: None,
             start: None,
@@ -106,7 +106,7 @@ impl Core {
 
     /// The permits asked for.
     #[inline]
-    fn permits(&self) -> u32 {
+    pub(crate) fn permits(&self) -> u32 {
         if self.request > 1 << 30 {
             self.request & ((1 << 30) - 1)
         } else {
@@ -138,7 +138,7 @@ impl Core {
     /// Called on drop: a queued future leaves the queue; a permit granted to it but never
     /// returned is released, which hands it to the next waiter.
     #[inline]
-    fn cancel(&mut self, bulkhead: &Bulkhead) {
+    pub(crate) fn cancel(&mut self, bulkhead: &Bulkhead) {
         if let Some(key) = self.key {
             Self::withdraw(key, bulkhead, self.permits());
         }
@@ -159,7 +159,7 @@ impl Core {
     /// zero-wait acquire's refusal keeps the caller's code small; a queued future's re-poll
     /// checks its slot inline, and only a wait still pending goes out of line.
     #[inline(always)]
-    fn poll<S: Future>(
+    pub(crate) fn poll<S: Future>(
         &mut self,
         timer: Pin<&mut Timer<S>>,
         bulkhead: &Bulkhead,
@@ -643,13 +643,12 @@ impl fmt::Debug for AcquireOwned {
 #[must_use = "futures do nothing unless polled"]
 pub struct Drained<'a> {
     bulkhead: &'a Bulkhead,
-    key: Option<WaitKey>,
-    done: bool,
+    wait: DrainWait,
 }
 
 impl<'a> Drained<'a> {
     pub(crate) fn new(bulkhead: &'a Bulkhead) -> Self {
-        Drained { bulkhead, key: None, done: false }
+        Drained { bulkhead, wait: DrainWait::new() }
     }
 }
 
@@ -658,35 +657,59 @@ impl Future for Drained<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        assert!(!this.done, "a bulkhead drained future was polled after it completed");
-        let sem = this.bulkhead.sem();
-        let drained = match this.key {
+        this.wait.poll(this.bulkhead, cx)
+    }
+}
+
+impl Drop for Drained<'_> {
+    fn drop(&mut self) {
+        self.wait.cancel(self.bulkhead);
+    }
+}
+
+/// A drain wait's state, apart from the bulkhead it waits on: [`Drained`]'s, and the keyed
+/// bulkhead's, which waits on several bulkheads in turn.
+#[derive(Debug)]
+pub(crate) struct DrainWait {
+    key: Option<WaitKey>,
+    done: bool,
+}
+
+impl DrainWait {
+    pub(crate) const fn new() -> Self {
+        DrainWait { key: None, done: false }
+    }
+
+    /// Ready once `bulkhead` is closed and no call is in flight.
+    pub(crate) fn poll(&mut self, bulkhead: &Bulkhead, cx: &mut Context<'_>) -> Poll<()> {
+        assert!(!self.done, "a bulkhead drained future was polled after it completed");
+        let sem = bulkhead.sem();
+        let drained = match self.key {
             // Registered under the lock that completes drain waits: a drain either came
             // before (seen here) or wakes this waker.
             Some(key) => sem.poll_wait(key, Some(cx.waker())).is_some(),
             None => match sem.wait_drained(Wake::task(cx.waker())) {
                 Some(key) => {
-                    this.key = Some(key);
+                    self.key = Some(key);
                     false
                 }
                 None => true,
             },
         };
         if drained {
-            this.key = None;
-            this.done = true;
+            self.key = None;
+            self.done = true;
             Poll::Ready(())
         } else {
             Poll::Pending
         }
     }
-}
 
-impl Drop for Drained<'_> {
-    fn drop(&mut self) {
+    /// Leaves the wait on `bulkhead`, if one is queued (on drop).
+    pub(crate) fn cancel(&mut self, bulkhead: &Bulkhead) {
         if let Some(key) = self.key.take() {
             // A drain wait owns no permit: whatever it ended with, nothing is left to do.
-            let _ = self.bulkhead.sem().withdraw(key);
+            let _ = bulkhead.sem().withdraw(key);
         }
     }
 }
@@ -694,8 +717,8 @@ impl Drop for Drained<'_> {
 impl fmt::Debug for Drained<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Drained")
-            .field("waiting", &self.key.is_some())
-            .field("done", &self.done)
+            .field("waiting", &self.wait.key.is_some())
+            .field("done", &self.wait.done)
             .finish()
     }
 }

@@ -106,6 +106,8 @@
 //! [`metrics`](KeyedBulkhead::metrics)'s key clones (the map shares each key behind an `Arc`
 //! so the lock only counts a reference).
 
+mod future;
+
 use core::fmt;
 use core::future::Future;
 use core::hash::{BuildHasher, Hash};
@@ -134,6 +136,7 @@ use crate::observe::metrics::BulkheadMetrics;
 use crate::observe::name::{Name, INLINE_CAPACITY};
 use crate::observe::reason::RejectReason;
 use crate::observe::Listener;
+pub use future::{AcquireKeyed, AcquireKeyedWithSleep, KeyedDrained};
 
 /// A bulkhead per key (tenant, host, route), created on first use from a per-key
 /// configuration, with an optional shared total across keys and a bound on live keys.
@@ -609,15 +612,8 @@ impl<K, S> KeyedBulkhead<K, S> {
     /// assert_eq!(tenants.key_metrics(&7).unwrap().in_flight_calls(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub async fn drained(&self) {
-        self.close_signal.drained().await;
-        let all = self.close_keys();
-        for bulkhead in &all {
-            bulkhead.drained().await;
-        }
-        if let Some(total) = &self.total {
-            total.drained().await;
-        }
+    pub fn drained(&self) -> KeyedDrained<'_, K, S> {
+        KeyedDrained::new(self)
     }
 
     /// How many keys are live (the fallback key not counted).
@@ -1066,8 +1062,8 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(()) })?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub async fn acquire_async(&self, key: &K) -> Result<KeyedPermit<'_>, BulkheadFull> {
-        self.acquire_many_async(key, 1).await
+    pub fn acquire_async(&self, key: &K) -> AcquireKeyed<'_> {
+        self.acquire_many_async(key, 1)
     }
 
     /// Waits asynchronously for a slot of `key`, then of the total, each up to its
@@ -1109,26 +1105,16 @@ where
     /// assert_eq!(err.bulkhead_name(), "hosts/a.example");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub async fn acquire_async_with_sleep<M, F>(
+    pub fn acquire_async_with_sleep<M, F>(
         &self,
         key: &K,
-        mut make_sleep: M,
-    ) -> Result<KeyedPermit<'_>, BulkheadFull>
+        make_sleep: M,
+    ) -> AcquireKeyedWithSleep<'_, M, F>
     where
         M: FnMut(Duration) -> F,
         F: Future,
     {
-        let bulkhead = self.bulkhead_for(key)?;
-        let permit = bulkhead.acquire_async_with_sleep(&mut make_sleep).await?;
-        // The slot moves to the key's part of the permit on the same `Arc`: no release in
-        // between.
-        let mark = permit.into_mark();
-        let key_permit = KeyedPermit::key_slot(bulkhead, mark);
-        let total = match self.total.as_deref() {
-            None => None,
-            Some(total) => Some(total.acquire_async_with_sleep(&mut make_sleep).await),
-        };
-        key_permit.with_total(total)
+        AcquireKeyedWithSleep::new(self.bulkhead_for(key), self.total.as_deref(), make_sleep)
     }
 
     /// Takes an owned slot of `key` (and of the total) if free. Never waits. The permit
@@ -1382,23 +1368,13 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(()) })?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub async fn acquire_many_async(
-        &self,
-        key: &K,
-        request: impl Into<Request>,
-    ) -> Result<KeyedPermit<'_>, BulkheadFull> {
+    pub fn acquire_many_async(&self, key: &K, request: impl Into<Request>) -> AcquireKeyed<'_> {
         let request = request.into();
-        let n = request.num_permits();
-        self.total_admits(n)?;
-        let bulkhead = self.bulkhead_for(key)?;
-        // The slots go to the key's part of the permit, on the same `Arc`.
-        let mark = bulkhead.acquire_many_async(request).await?.into_mark();
-        let key_permit = KeyedPermit::key_slots(bulkhead, n, mark);
-        let total = match self.total.as_deref() {
-            None => None,
-            Some(total) => Some(total.acquire_many_async(request).await),
-        };
-        key_permit.with_total(total)
+        // A request above the total's limit is refused before the key is looked up (it
+        // creates no key), as the blocking verbs do.
+        let looked_up =
+            self.total_admits(request.num_permits()).and_then(|()| self.bulkhead_for(key));
+        AcquireKeyed::new(looked_up, self.total.as_deref(), request)
     }
 
     /// Takes `n` slots of `key` and `n` of the total at once as an owned permit, if they are
