@@ -555,6 +555,14 @@ mod family {
         );
     }
 
+    /// Issue 30: the same with the borrowed named future (`AcquireKeyed`).
+    #[test]
+    fn keyed_borrowed_async_hostile_wakers_keep_total() {
+        run_model("keyed_borrowed_async_hostile_wakers_keep_total", || {
+            scenarios_family::keyed_async_hostile_wakers_keep_total(false)
+        });
+    }
+
     /// Issue 20: a blocking weighted keyed request and a cancelled owned async one racing
     /// another key's release through the total: the total never exceeded, nothing lost.
     #[test]
@@ -764,6 +772,15 @@ mod junctions {
         run_model(
             "junctions::panicking_waker_in_a_release_batch_serves_the_rest",
             scenarios_junctions::panicking_waker_in_a_release_batch_serves_the_rest,
+        );
+    }
+
+    /// Issue 30: the keyed named future dropped at the total racing the release there.
+    #[test]
+    fn keyed_total_waiter_dropped_racing_release() {
+        run_model(
+            "junctions::keyed_total_waiter_dropped_racing_release",
+            scenarios_junctions::keyed_total_waiter_dropped_racing_release,
         );
     }
 }

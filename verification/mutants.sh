@@ -172,6 +172,7 @@ MUTANTS=(
     adaptive_full_ring_drop_uncounted
     own_timer_goes_to_process
     own_timer_callback_under_lock
+    keyed_future_drop_at_total_skips_cancel
 )
 ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed adaptive_push_tail_relaxed drain_completes_drainers_relaxed "
 
@@ -244,6 +245,7 @@ describe() {
     default_try_ignores_headroom) echo "issue 29: a default try_acquire is refused the free headroom slots while a sheddable caller waits" ;;
     wait_drained_zero_checks_after_queueing) echo "issue 29: wait_drained(ZERO) runs the async-context check after queueing (panics, leaks its drain slot)" ;;
     own_timer_goes_to_process) echo "issue 30: a bulkhead bound to a runtime's Timer arms its deadlines on the process timer (the thread starts, the runtime is never told)" ;;
+    keyed_future_drop_at_total_skips_cancel) echo "issue 30: the keyed named future (AcquireKeyed) dropped while waiting at the total does not withdraw there (a slot granted to it is lost, its queue slot stays)" ;;
     own_timer_callback_under_lock) echo "issue 30: a runtime Timer's callback runs under the timer's heap lock (a callback that fires the timer deadlocks)" ;;
     timer_schedule_wakes_for_later_deadline) echo "issue 29: the timer thread is unparked for a deadline later than its earliest, not an earlier one (a 20 ms wait sleeps until another bulkhead's 120 s deadline)" ;;
     timer_rearm_skips_timed_waiters) echo "issue 29: after a fire the queue finds no later deadline (earliest_deadline scans only when nothing is timed): the next waiter's deadline is never armed" ;;
@@ -575,6 +577,8 @@ apply() {
     # issue 29 (tests/junctions.rs): the timer, set_limit, the policy names, the full ring
     own_timer_goes_to_process)
         mutate src/engine/timer.rs '    if let Some(own) = binding {' '    if let Some(own) = binding.as_ref().filter(|_| false) {' ;;
+    keyed_future_drop_at_total_skips_cancel)
+        mutate src/keyed/future.rs '                Stage::Total { total, .. } => this.core.cancel(total),' '                Stage::Total { .. } => {}' ;;
     own_timer_callback_under_lock)
         mutate src/engine/timer.rs '        let earliest = self.heap.lock().push(at, list);
         if earliest {' '        let mut heap = self.heap.lock();

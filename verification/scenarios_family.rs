@@ -368,6 +368,13 @@ pub fn keyed_close_racing_new_key_at_full_map() {
 /// operation: both are granted (no waker runs under a lock, no deadlock), the total admits
 /// one at a time with a happens-before between holders, and every slot is back.
 pub fn keyed_owned_async_hostile_wakers_keep_total() {
+    keyed_async_hostile_wakers_keep_total(true);
+}
+
+/// As [`keyed_owned_async_hostile_wakers_keep_total`], with the borrowed named future
+/// (`AcquireKeyed`, issue 30) when `owned` is false: one `Core` and timer reused from the
+/// key's level to the total's.
+pub fn keyed_async_hostile_wakers_keep_total(owned: bool) {
     let keyed = {
         let builder = bulkhead::keyed::KeyedBulkhead::builder("keyed")
             .default_config(config(1, Duration::MAX))
@@ -380,11 +387,15 @@ pub fn keyed_owned_async_hostile_wakers_keep_total() {
     let caller = {
         let (keyed, occupancy) = (Arc::clone(&keyed), Arc::clone(&occupancy));
         move |key: usize| {
-            let acquire = Box::pin(keyed.acquire_owned_async(&key));
-            let bulkhead = keyed.key_bulkhead(&key).expect("created by the look-up");
-            let permit = block_on_hostile(&bulkhead, None, acquire).expect("an unbounded wait");
-            occupancy.work();
-            drop(permit);
+            // The key's bulkhead exists once the future is made (the look-up creates it).
+            let key_bulkhead = || keyed.key_bulkhead(&key).expect("created by the look-up");
+            if owned {
+                let acquire = Box::pin(keyed.acquire_owned_async(&key));
+                hold_through(&key_bulkhead(), &occupancy, acquire);
+            } else {
+                let acquire = Box::pin(keyed.acquire_async(&key));
+                hold_through(&key_bulkhead(), &occupancy, acquire);
+            }
         }
     };
     let other = {
@@ -398,6 +409,17 @@ pub fn keyed_owned_async_hostile_wakers_keep_total() {
     for key in [0, 1] {
         assert_quiescent(&keyed.key_bulkhead(&key).expect("live"), 1);
     }
+}
+
+/// Drives `acquire` with hostile wakers re-entering `bulkhead`, then holds the permit
+/// through `occupancy`'s check.
+fn hold_through<P, F>(bulkhead: &Arc<Bulkhead>, occupancy: &Occupancy, acquire: F)
+where
+    F: core::future::Future<Output = Result<P, bulkhead::BulkheadFull>> + Unpin,
+{
+    let permit = block_on_hostile(bulkhead, None, acquire).expect("an unbounded wait");
+    occupancy.work();
+    drop(permit);
 }
 
 /// Issue 19: a keyed-level listener registered (`on_event`) while another thread creates a

@@ -335,3 +335,43 @@ pub fn newcomer_granted_by_its_own_enqueue_is_not_woken() {
     drop(acquire);
     assert_quiescent(&bulkhead, 1);
 }
+
+/// The keyed named future (issue 30) x cancel x release: key limit 1, a total of 1 held by
+/// key 0's owned permit, which another thread drops while the main thread drops `first`
+/// (`acquire_async(&1)`, waiting at the total with key 1's slot held). `second`
+/// (`acquire_async(&2)`) waits at the total behind it. Whether the release grants `first`
+/// before its drop (which must pass the slot on) or after (which finds it gone), `second` is
+/// granted with nothing else in motion, and every level is quiescent and work-conserving.
+pub fn keyed_total_waiter_dropped_racing_release() {
+    let config = |limit| {
+        BulkheadConfig::builder()
+            .max_concurrent_calls(limit)
+            .max_wait_duration(LONG_WAIT)
+            .build()
+            .expect("valid config")
+    };
+    let keyed = bulkhead::keyed::KeyedBulkhead::<usize>::builder("keyed")
+        .default_config(config(1))
+        .total(config(1))
+        .build()
+        .expect("valid keyed config");
+    let held = keyed.try_acquire_owned(&0).expect("free");
+    let mut first = Box::pin(keyed.acquire_async(&1));
+    let mut second = Box::pin(keyed.acquire_async(&2));
+    let waker = noop();
+    let mut cx = Context::from_waker(&waker);
+    assert!(first.as_mut().poll(&mut cx).is_pending(), "the total is held");
+    assert!(second.as_mut().poll(&mut cx).is_pending(), "behind `first` at the total");
+    let releaser = rt::spawn(move || drop(held));
+    drop(first);
+    join(releaser);
+    match second.as_mut().poll(&mut cx) {
+        Poll::Ready(Ok(permit)) => drop(permit),
+        other => panic!("the total's slot was stranded by the dropped waiter: {other:?}"),
+    }
+    drop(second);
+    for key in [0, 1, 2] {
+        assert_quiescent(&keyed.key_bulkhead(&key).expect("live"), 1);
+    }
+    assert_quiescent(keyed.total().expect("a total"), 1);
+}

@@ -310,6 +310,8 @@ mod family {
             crate::scenarios_family::keyed_close_racing_new_key_at_full_map();
         keyed_owned_async_hostile_wakers_keep_total =>
             crate::scenarios_family::keyed_owned_async_hostile_wakers_keep_total();
+        keyed_borrowed_async_hostile_wakers_keep_total =>
+            crate::scenarios_family::keyed_async_hostile_wakers_keep_total(false);
         keyed_listener_racing_new_key_registered_once =>
             crate::scenarios_family::keyed_listener_racing_new_key_registered_once();
         keyed_weighted_racing_release_keeps_total =>
@@ -418,6 +420,8 @@ mod junctions {
             crate::scenarios_junctions::unfit_refusal_with_panicking_and_reentrant_wakers();
         newcomer_granted_by_its_own_enqueue_is_not_woken =>
             crate::scenarios_junctions::newcomer_granted_by_its_own_enqueue_is_not_woken();
+        keyed_total_waiter_dropped_racing_release =>
+            crate::scenarios_junctions::keyed_total_waiter_dropped_racing_release();
     }
 
     /// As `replay` above, for these scenarios (`... cargo test ... junctions::replay -- --ignored`).
