@@ -31,7 +31,36 @@
 //! - Across keys there is no weighting: what protects a quiet key from a noisy one is the
 //!   noisy key's own limit. With per-key limits below the total, no single key can take the
 //!   whole total; a key's share of the total is at most its limit. A key cannot borrow
-//!   another key's unused slots beyond the total.
+//!   another key's unused slots beyond the total. [Guaranteed shares](#guaranteed-shares)
+//!   add a weighting at the total.
+//!
+//! # Guaranteed shares
+//!
+//! With a total, each key may be given a guaranteed share of its slots
+//! ([`KeyedBulkheadBuilder::guaranteed_share`] for every key,
+//! [`KeyedBulkheadBuilder::key_guaranteed_share`] for one). A key's caller holding its key
+//! slots counts its key's calls in flight (its own included): at most the key's share, it
+//! asks the total as an *owner*, in the total's [`Criticality::Critical`](crate::Criticality)
+//! class; above it, as a *borrower*, in its own class with `Critical` demoted to `Default`.
+//! The total is a plain [`Bulkhead`], so:
+//!
+//! - it is never over-admitted, whatever the shares: its engine admits every slot, there is
+//!   no second counter to check and then act on (the bug of Netflix concurrency-limits #234);
+//! - an idle share is lent: a borrower takes any free slot no owner waits for;
+//! - a slot that comes back goes to the oldest waiting owner before any borrower, whatever
+//!   their arrival order; then FIFO among borrowers, then the classes (sheddable last);
+//! - with the shares summing to at most the total (checked by `build`), an owner that may
+//!   wait waits only for the borrowed slots ahead of it to come back, and is never refused
+//!   because its share is lent (a full waiter queue evicts a borrower to queue it). One that
+//!   may not wait (`try_acquire`, a zero max wait at the total) **is** refused `Full` while
+//!   its share is lent: slots are lent, never revoked;
+//! - the status is fixed when the caller asks: a queued borrower is not promoted when its
+//!   key's owners finish. Counting reads the key's word (no lock, no extra write), and can
+//!   only under-count owners, never make more than the share at once.
+//!
+//! A keyed bulkhead without shares reads no share (one branch per call). The owned futures
+//! ask as borrowers; `acquire_async_with_sleep` bounds the total's wait with the total's
+//! timer when shares are set. `docs/family-guide.md` has the noisy-neighbour numbers.
 //!
 //! # Bounded cardinality
 //!
@@ -134,6 +163,8 @@ use crate::observe::name::{Name, INLINE_CAPACITY};
 use crate::observe::reason::RejectReason;
 use crate::observe::Listener;
 
+mod share;
+
 /// A bulkhead per key (tenant, host, route), created on first use from a per-key
 /// configuration, with an optional shared total across keys and a bound on live keys.
 ///
@@ -194,6 +225,8 @@ pub struct KeyedBulkhead<K, S = RandomState> {
     close_signal: Bulkhead,
     /// How many calls the keyed level refused with `TooManyKeys`.
     refused_keys: AtomicU64,
+    /// Guaranteed shares of the total, if any key has one (`share.rs`).
+    shares: Option<share::Shares<K>>,
 }
 
 /// One shard of the live keys, and whether a close has passed it, under the shard's lock, so
@@ -251,6 +284,8 @@ pub struct KeyedBulkheadBuilder<K, S = RandomState> {
     fallback: Option<K>,
     hasher: S,
     shards: Option<usize>,
+    /// Guaranteed shares of the total (`share.rs`).
+    shares: share::Shares<K>,
 }
 
 impl<K: fmt::Debug, S> fmt::Debug for KeyedBulkheadBuilder<K, S> {
@@ -356,6 +391,7 @@ where
             fallback: self.fallback,
             hasher,
             shards: self.shards,
+            shares: self.shares,
         }
     }
 
@@ -397,6 +433,9 @@ where
                 "refuses every key: give a fallback key or allow at least one key",
             ));
         }
+        let total_limit = self.total.as_ref().map(BulkheadConfig::max_concurrent_calls);
+        self.shares.validate(total_limit, self.max_keys, self.fallback.as_ref())?;
+        let shares = self.shares.is_set().then_some(self.shares);
         let shards = self.shards.unwrap_or_else(default_shards).clamp(1, MAX_SHARDS);
         let shards = shards.next_power_of_two();
         let closed_config = BulkheadConfig::builder().max_concurrent_calls(0).build()?;
@@ -422,6 +461,7 @@ where
             live: CachePadded::new(AtomicUsize::new(0)),
             closed: AtomicBool::new(false),
             refused_keys: AtomicU64::new(0),
+            shares,
         };
         if let Some(key) = self.fallback {
             let bulkhead = Arc::new(keyed.new_bulkhead(&key).0);
@@ -670,6 +710,7 @@ where
             fallback: None,
             hasher: RandomState::new(),
             shards: None,
+            shares: share::Shares::default(),
         }
     }
 }
@@ -927,7 +968,12 @@ where
         let key_permit = self.try_key(key, KeyedPermit::key_slot);
         match self.total.as_deref() {
             None => key_permit,
-            Some(total) => key_permit?.with_total(Some(total.try_acquire())),
+            Some(total) if !self.has_shares() => key_permit?.with_total(Some(total.try_acquire())),
+            Some(total) => {
+                let key_permit = key_permit?;
+                let total = self.try_total(total, key, &key_permit.key);
+                key_permit.with_total(Some(total))
+            }
         }
     }
 
@@ -958,7 +1004,7 @@ where
     pub fn acquire(&self, key: &K) -> Result<KeyedPermit<'_>, BulkheadFull> {
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
         let key_permit = KeyedPermit::key_slot(bulkhead, mark);
-        let total = self.total.as_deref().map(Bulkhead::acquire);
+        let total = self.total.as_deref().map(|t| self.wait_total(t, key, &key_permit.key, None));
         key_permit.with_total(total)
     }
 
@@ -1001,7 +1047,8 @@ where
         let key_permit = KeyedPermit::key_slot(bulkhead, mark);
         let total = self.total.as_deref().map(|total| {
             // What the key's wait left of `wait`.
-            total.acquire_timeout(deadline.map_or(wait, |d| clock.between(clock.now(), d)))
+            let left = deadline.map_or(wait, |d| clock.between(clock.now(), d));
+            self.wait_total(total, key, &key_permit.key, Some(left))
         });
         key_permit.with_total(total)
     }
@@ -1090,6 +1137,10 @@ where
         let key_permit = KeyedPermit::key_slot(bulkhead, mark);
         let total = match self.total.as_deref() {
             None => None,
+            Some(total) if self.has_shares() => {
+                let request = self.share_request(key, &key_permit.key, Request::default());
+                Some(total.acquire_many_async(request).await)
+            }
             Some(total) => Some(total.acquire_async_with_sleep(&mut make_sleep).await),
         };
         key_permit.with_total(total)
@@ -1117,7 +1168,14 @@ where
     /// ```
     pub fn try_acquire_owned(&self, key: &K) -> Result<OwnedKeyedPermit, BulkheadFull> {
         let key_permit = self.try_key(key, OwnedPermit::from_acquired)?;
-        let total = self.total.as_ref().map(Bulkhead::try_acquire_owned);
+        let total = self.total.as_ref().map(|total| match self.has_shares() {
+            false => total.try_acquire_owned(),
+            true => total.try_acquire_many_owned(self.share_request(
+                key,
+                key_permit.bulkhead(),
+                Request::default(),
+            )),
+        });
         both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
     }
 
@@ -1146,7 +1204,10 @@ where
     pub fn acquire_owned(&self, key: &K) -> Result<OwnedKeyedPermit, BulkheadFull> {
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
         let key_permit = OwnedPermit::from_acquired(bulkhead, mark);
-        let total = self.total.as_ref().map(Bulkhead::acquire_owned);
+        let total = self.total.as_ref().map(|total| {
+            let permit = self.wait_total(total, key, key_permit.bulkhead(), None)?;
+            Ok(permit.into_owned(Arc::clone(total)))
+        });
         both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
     }
 
@@ -1298,7 +1359,8 @@ where
         self.total_admits(n)?;
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, |key| acquire(key, request))?;
         let key_permit = KeyedPermit::key_slots(bulkhead, n, mark);
-        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, request)))
+        let total_request = self.share_request(key, &key_permit.key, request);
+        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, total_request)))
     }
 
     /// Refuses a request for `n` above the total's limit (`ExceedsLimit`, or `Closed` if the
@@ -1360,7 +1422,10 @@ where
         let key_permit = KeyedPermit::key_slots(bulkhead, n, mark);
         let total = match self.total.as_deref() {
             None => None,
-            Some(total) => Some(total.acquire_many_async(request).await),
+            Some(total) => {
+                let request = self.share_request(key, &key_permit.key, request);
+                Some(total.acquire_many_async(request).await)
+            }
         };
         key_permit.with_total(total)
     }
@@ -1392,6 +1457,7 @@ where
         self.total_admits(n)?;
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, |key| key.try_acquire_many(request))?;
         let key_permit = OwnedPermit::with_permits(bulkhead, n, mark);
+        let request = self.share_request(key, key_permit.bulkhead(), request);
         let total = self.total.as_ref().map(|total| total.try_acquire_many_owned(request));
         both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
     }
