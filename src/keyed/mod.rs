@@ -59,8 +59,9 @@
 //!   only under-count owners, never make more than the share at once.
 //!
 //! A keyed bulkhead without shares reads no share (one branch per call). The owned futures
-//! ask as borrowers; `acquire_async_with_sleep` bounds the total's wait with the total's
-//! timer when shares are set. `docs/family-guide.md` has the noisy-neighbour numbers.
+//! (`acquire_owned_async`, `acquire_many_owned_async`) do not use shares yet: they ask the
+//! total in the class they were given; `acquire_async_with_sleep` with shares bounds its
+//! waits by the bulkheads' own timers, not by the given sleep. `docs/family-guide.md` has the noisy-neighbour numbers.
 //!
 //! # Bounded cardinality
 //!
@@ -965,15 +966,13 @@ where
         // One call site: with two (one per arm), LLVM outlined `try_key` (callgrind: +8 on
         // acquire + release, +12 on a refusal). Without a total the key's result is the
         // call's, moved as is.
+        if self.has_shares() {
+            return self.try_acquire_shared(key);
+        }
         let key_permit = self.try_key(key, KeyedPermit::key_slot);
         match self.total.as_deref() {
             None => key_permit,
-            Some(total) if !self.has_shares() => key_permit?.with_total(Some(total.try_acquire())),
-            Some(total) => {
-                let key_permit = key_permit?;
-                let total = self.try_total(total, key, &key_permit.key);
-                key_permit.with_total(Some(total))
-            }
+            Some(total) => key_permit?.with_total(Some(total.try_acquire())),
         }
     }
 
@@ -1002,9 +1001,12 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn acquire(&self, key: &K) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        if self.has_shares() {
+            return self.acquire_shared(key, None);
+        }
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
         let key_permit = KeyedPermit::key_slot(bulkhead, mark);
-        let total = self.total.as_deref().map(|t| self.wait_total(t, key, &key_permit.key, None));
+        let total = self.total.as_deref().map(Bulkhead::acquire);
         key_permit.with_total(total)
     }
 
@@ -1041,14 +1043,16 @@ where
         key: &K,
         wait: Duration,
     ) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        if self.has_shares() {
+            return self.acquire_shared(key, Some(wait));
+        }
         let clock = crate::engine::sync::Clock::new();
         let deadline = clock.deadline(clock.now(), wait);
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, |b| b.acquire_timeout(wait))?;
         let key_permit = KeyedPermit::key_slot(bulkhead, mark);
         let total = self.total.as_deref().map(|total| {
             // What the key's wait left of `wait`.
-            let left = deadline.map_or(wait, |d| clock.between(clock.now(), d));
-            self.wait_total(total, key, &key_permit.key, Some(left))
+            total.acquire_timeout(deadline.map_or(wait, |d| clock.between(clock.now(), d)))
         });
         key_permit.with_total(total)
     }
@@ -1129,6 +1133,9 @@ where
         M: FnMut(Duration) -> F,
         F: Future,
     {
+        if self.has_shares() {
+            return self.acquire_many_async(key, 1).await;
+        }
         let bulkhead = self.bulkhead_for(key)?;
         let permit = bulkhead.acquire_async_with_sleep(&mut make_sleep).await?;
         // The slot moves to the key's part of the permit on the same `Arc`: no release in
@@ -1137,10 +1144,6 @@ where
         let key_permit = KeyedPermit::key_slot(bulkhead, mark);
         let total = match self.total.as_deref() {
             None => None,
-            Some(total) if self.has_shares() => {
-                let request = self.share_request(key, &key_permit.key, Request::default());
-                Some(total.acquire_many_async(request).await)
-            }
             Some(total) => Some(total.acquire_async_with_sleep(&mut make_sleep).await),
         };
         key_permit.with_total(total)
@@ -1167,15 +1170,11 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_acquire_owned(&self, key: &K) -> Result<OwnedKeyedPermit, BulkheadFull> {
+        if self.has_shares() {
+            return self.try_acquire_many_owned(key, 1);
+        }
         let key_permit = self.try_key(key, OwnedPermit::from_acquired)?;
-        let total = self.total.as_ref().map(|total| match self.has_shares() {
-            false => total.try_acquire_owned(),
-            true => total.try_acquire_many_owned(self.share_request(
-                key,
-                key_permit.bulkhead(),
-                Request::default(),
-            )),
-        });
+        let total = self.total.as_ref().map(Bulkhead::try_acquire_owned);
         both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
     }
 
@@ -1202,12 +1201,12 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn acquire_owned(&self, key: &K) -> Result<OwnedKeyedPermit, BulkheadFull> {
+        if self.has_shares() {
+            return self.acquire_owned_shared(key);
+        }
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
         let key_permit = OwnedPermit::from_acquired(bulkhead, mark);
-        let total = self.total.as_ref().map(|total| {
-            let permit = self.wait_total(total, key, key_permit.bulkhead(), None)?;
-            Ok(permit.into_owned(Arc::clone(total)))
-        });
+        let total = self.total.as_ref().map(Bulkhead::acquire_owned);
         both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
     }
 
@@ -1359,8 +1358,8 @@ where
         self.total_admits(n)?;
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, |key| acquire(key, request))?;
         let key_permit = KeyedPermit::key_slots(bulkhead, n, mark);
-        let total_request = self.share_request(key, &key_permit.key, request);
-        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, total_request)))
+        let request = self.share_request(key, &key_permit.key, request);
+        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, request)))
     }
 
     /// Refuses a request for `n` above the total's limit (`ExceedsLimit`, or `Closed` if the
@@ -1420,12 +1419,10 @@ where
         // The slots go to the key's part of the permit, on the same `Arc`.
         let mark = bulkhead.acquire_many_async(request).await?.into_mark();
         let key_permit = KeyedPermit::key_slots(bulkhead, n, mark);
+        let request = self.share_request(key, &key_permit.key, request);
         let total = match self.total.as_deref() {
             None => None,
-            Some(total) => {
-                let request = self.share_request(key, &key_permit.key, request);
-                Some(total.acquire_many_async(request).await)
-            }
+            Some(total) => Some(total.acquire_many_async(request).await),
         };
         key_permit.with_total(total)
     }

@@ -61,23 +61,26 @@
 //! Every verb that takes the total asks it in the share's class, except the owned futures
 //! ([`acquire_owned_async`](KeyedBulkhead::acquire_owned_async),
 //! [`acquire_many_owned_async`](KeyedBulkhead::acquire_many_owned_async)), whose callers
-//! ask as borrowers (their class as given, `Critical` demoted); and
+//! ask the total in the class they gave, unchanged (the future is built before its key slot
+//! is taken; giving it the share's class is left for later); and
 //! [`acquire_async_with_sleep`](KeyedBulkhead::acquire_async_with_sleep), which with shares
-//! bounds the wait at the total by the total's own timer instead of the given sleep.
+//! is [`acquire_many_async`](KeyedBulkhead::acquire_many_async): both waits bounded by the
+//! bulkheads' own timers instead of the given sleep.
 
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use core::time::Duration;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::bulkhead::config::ConfigError;
 use crate::bulkhead::error::BulkheadFull;
-use crate::bulkhead::permit::Permit;
+use crate::bulkhead::permit::{OwnedPermit, Permit};
 use crate::bulkhead::request::Request;
 use crate::bulkhead::Bulkhead;
 use crate::engine::policy::Criticality;
 
-use super::{KeyedBulkhead, KeyedBulkheadBuilder};
+use super::{both, take, KeyedBulkhead, KeyedBulkheadBuilder, KeyedPermit, OwnedKeyedPermit};
 
 /// The guaranteed shares: every key's default and the keys given their own.
 #[derive(Clone, Debug)]
@@ -315,43 +318,62 @@ where
         request.criticality(class_at_total(shares.of(key), in_flight, request.class()))
     }
 
-    /// One slot of the total without waiting, for a caller holding a slot of `key`.
-    #[inline]
-    pub(super) fn try_total<'a>(
-        &self,
-        total: &'a Bulkhead,
-        key: &K,
-        key_bulkhead: &Bulkhead,
-    ) -> Result<Permit<'a>, BulkheadFull> {
-        match &self.shares {
-            None => total.try_acquire(),
-            Some(_) => {
-                total.try_acquire_many(self.share_request(key, key_bulkhead, Request::default()))
-            }
-        }
+    /// [`try_acquire`](KeyedBulkhead::try_acquire) with shares (so with a total): the key's
+    /// slot, then the total's in the share's class.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn try_acquire_shared(&self, key: &K) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        let key_permit = self.try_key(key, KeyedPermit::key_slot)?;
+        let total = self.total.as_deref().map(|total| {
+            total.try_acquire_many(self.share_request(key, &key_permit.key, Request::default()))
+        });
+        key_permit.with_total(total)
     }
 
-    /// One slot of the total, waiting up to `wait` (`None`: the total's max wait), for a
-    /// caller holding a slot of `key`.
-    pub(super) fn wait_total<'a>(
+    /// [`acquire`](KeyedBulkhead::acquire) (`wait` `None`) and
+    /// [`acquire_timeout`](KeyedBulkhead::acquire_timeout) with shares: the key's slot, then
+    /// the total's in the share's class, waiting up to the total's max wait, or what the
+    /// key's wait left of `wait`.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn acquire_shared(
         &self,
-        total: &'a Bulkhead,
         key: &K,
-        key_bulkhead: &Bulkhead,
         wait: Option<Duration>,
-    ) -> Result<Permit<'a>, BulkheadFull> {
-        match (&self.shares, wait) {
-            (None, None) => total.acquire(),
-            (None, Some(wait)) => total.acquire_timeout(wait),
-            (Some(_), None) => {
-                total.acquire_many(self.share_request(key, key_bulkhead, Request::default()))
+    ) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        let clock = crate::engine::sync::Clock::new();
+        let start = clock.now();
+        let bulkhead = self.bulkhead_for(key)?;
+        let (bulkhead, mark) = take(bulkhead, |b| match wait {
+            None => b.acquire(),
+            Some(wait) => b.acquire_timeout(wait),
+        })?;
+        let key_permit = KeyedPermit::key_slot(bulkhead, mark);
+        let total = self.total.as_deref().map(|total| {
+            let request = self.share_request(key, &key_permit.key, Request::default());
+            match wait {
+                None => total.acquire_many(request),
+                Some(wait) => {
+                    let left =
+                        clock.deadline(start, wait).map_or(wait, |d| clock.between(clock.now(), d));
+                    acquire_request_timeout(total, request, left)
+                }
             }
-            (Some(_), Some(wait)) => acquire_request_timeout(
-                total,
-                self.share_request(key, key_bulkhead, Request::default()),
-                wait,
-            ),
-        }
+        });
+        key_permit.with_total(total)
+    }
+
+    /// [`acquire_owned`](KeyedBulkhead::acquire_owned) with shares.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn acquire_owned_shared(&self, key: &K) -> Result<OwnedKeyedPermit, BulkheadFull> {
+        let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
+        let key_permit = OwnedPermit::from_acquired(bulkhead, mark);
+        let total = self.total.as_ref().map(|total| {
+            let request = self.share_request(key, key_permit.bulkhead(), Request::default());
+            total.acquire_many(request).map(|permit| permit.into_owned(Arc::clone(total)))
+        });
+        both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
     }
 
     /// Whether callers ask the total in their share's class.
