@@ -169,6 +169,10 @@ MUTANTS=(
     earliest_deadline_stops_at_untimed
     adaptive_full_ring_overwrites
     adaptive_full_ring_drop_uncounted
+    shares_owner_not_critical
+    shares_borrower_keeps_critical
+    shares_default_ignored
+    shares_refusal_keeps_key_slot
 )
 ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed adaptive_push_tail_relaxed drain_completes_drainers_relaxed "
 
@@ -250,6 +254,10 @@ describe() {
     earliest_deadline_stops_at_untimed) echo "issue 29: the re-arm's scan stops at a waiter without an engine deadline (the second timed waiter behind such a head is never armed)" ;;
     adaptive_full_ring_overwrites) echo "issue 29: a push to a full sample ring overwrites its oldest sample, not folded yet" ;;
     adaptive_full_ring_drop_uncounted) echo "issue 29: a sample dropped on a full ring is not counted in samples_dropped" ;;
+    shares_owner_not_critical) echo "shares (issue 32): an owner asks the total in its own class (a release goes FIFO, not to the owner)" ;;
+    shares_borrower_keeps_critical) echo "shares (issue 32): a borrower asking Critical is not demoted (it competes with owners)" ;;
+    shares_default_ignored) echo "shares (issue 32): a key without its own share gets none (the default share is ignored, a new key after an eviction is a borrower)" ;;
+    shares_refusal_keeps_key_slot) echo "shares (issue 32): try_acquire refused by the total keeps its key slot (leak)" ;;
     release_wakes_under_lock) echo "a release that found waiters wakes the waiter it granted before unlocking the queue (stop 27's one-round release_slow)" ;;
     adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
     adaptive_fold_skips_recheck) echo "adaptive (issue 21): a folder does not look for requests made while it held the algorithm (a failure that found the algorithm taken waits for an unrelated fold)" ;;
@@ -606,6 +614,30 @@ apply() {
         mutate src/adaptive/mod.rs '        if slot.push(word).is_none() {
             slot.drop_one();
         }' '        let _ = slot.push(word);' ;;
+    shares_owner_not_critical)
+        mutate src/keyed/share.rs '        Criticality::Critical
+    } else if asked == Criticality::Critical {' '        asked
+    } else if asked == Criticality::Critical {' ;;
+    shares_borrower_keeps_critical)
+        mutate src/keyed/share.rs '    } else if asked == Criticality::Critical {
+        Criticality::Default' '    } else if asked == Criticality::Critical {
+        Criticality::Critical' ;;
+    shares_default_ignored)
+        mutate src/keyed/share.rs 'self.keys.get(key).copied().unwrap_or(self.default)' 'self.keys.get(key).copied().unwrap_or(0)' ;;
+    shares_refusal_keeps_key_slot)
+        mutate src/keyed/share.rs '            total.try_acquire_many(self.share_request(key, &key_permit.key, Request::default()))
+        });
+        key_permit.with_total(total)
+    }' '            total.try_acquire_many(self.share_request(key, &key_permit.key, Request::default()))
+        });
+        match total {
+            Some(Err(refused)) => {
+                core::mem::forget(key_permit);
+                Err(refused)
+            }
+            total => key_permit.with_total(total),
+        }
+    }' ;;
     *)
         echo "unknown mutant $1" >&2
         return 1 ;;
