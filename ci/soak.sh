@@ -15,7 +15,7 @@ echo "::: soak for ${SOAK_SECS} s (release)"
 cargo test --release --test soak -- --ignored --nocapture
 
 echo "::: waiter storm and corpus replay (release)"
-cargo test --release --test waiter_storm --test fuzz_corpus -- --nocapture
+cargo test --release --test waiter_storm --test fuzz_corpus --test junction_props -- --nocapture
 
 # CI does not spend minutes installing cargo-fuzz: the corpus replay above covers it.
 if [ "$FUZZ_SECS" -gt 0 ] && cargo fuzz --version >/dev/null 2>&1; then

@@ -12,15 +12,18 @@
 //!
 //! Here the port's error type has one variant for "temporarily unavailable"; the bulkhead's
 //! refusal lands in it through `From<BulkheadFull>` (a circuit breaker's refusal would get the
-//! same `From`), and the HTTP edge answers it with 503 and `Retry-After`. A second endpoint
+//! same `From`), and the HTTP edge answers it with 503 and `Retry-After`: the bulkhead's own
+//! estimate of when a slot frees (`BulkheadFull::retry_after`, whole seconds rounded up, and
+//! the precise value in a `retry-after-ms` header) once it has seen calls finish, else a
+//! fixed second. A second endpoint
 //! names a fallback (`fallback = cached_rates`, like Resilience4j's `fallbackMethod`) and
 //! answers 200 from the cache instead.
 //!
 //! The bank is simulated in-process and is slow (300 ms a call); `main` fires a burst of 8
-//! concurrent requests at each endpoint of the service (real HTTP on 127.0.0.1) and prints
-//! what each got. `tests/guide_adapter.rs` drives the same code end to end.
+//! concurrent requests at each endpoint of the service (real HTTP on 127.0.0.1), then one
+//! more at the first (whose 503s now carry the estimate), and prints what each got. `tests/guide_adapter.rs` drives the same code end to end.
 //!
-//! Run it with `cargo run --example guide_adapter --features macros`. It takes about 1 s.
+//! Run it with `cargo run --example guide_adapter --features macros`. It takes about 1.5 s.
 
 use std::convert::Infallible;
 use std::fmt;
@@ -40,22 +43,23 @@ use tokio::sync::Semaphore;
 #[derive(Debug, PartialEq)]
 pub enum PortError {
     /// The bank is temporarily unavailable *to us*: our bulkhead refused (or a circuit
-    /// breaker would). Nothing is broken: answer 503 with `Retry-After`, or a fallback.
-    TemporarilyUnavailable,
+    /// breaker would). Nothing is broken: answer 503 with `Retry-After`, or a fallback. Carries
+    /// the bulkhead's estimate of when a slot frees ([`BulkheadFull::retry_after`]), if any.
+    TemporarilyUnavailable(Option<Duration>),
     /// The bank answered, and the answer is no.
     UnknownAccount(u32),
 }
 
 impl From<BulkheadFull> for PortError {
-    fn from(_: BulkheadFull) -> Self {
-        PortError::TemporarilyUnavailable
+    fn from(refused: BulkheadFull) -> Self {
+        PortError::TemporarilyUnavailable(refused.retry_after())
     }
 }
 
 impl fmt::Display for PortError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PortError::TemporarilyUnavailable => f.write_str("system temporarily unavailable"),
+            PortError::TemporarilyUnavailable(_) => f.write_str("system temporarily unavailable"),
             PortError::UnknownAccount(id) => write!(f, "no account {id}"),
         }
     }
@@ -95,7 +99,7 @@ pub struct SberPort {
 }
 
 impl SberPort {
-    /// `@Bulkhead(name = "sber")`: a refusal is `Err(PortError::TemporarilyUnavailable)`.
+    /// `@Bulkhead(name = "sber")`: a refusal is `Err(PortError::TemporarilyUnavailable(_))`.
     #[bulkhead(name = "sber")]
     pub async fn balance(&self, account: u32) -> Result<u64, PortError> {
         self.bank.call().await;
@@ -119,7 +123,9 @@ impl SberPort {
 }
 
 /// Sizes the two bulkheads in the global registry before their first call (the first
-/// creation wins): `limit` concurrent calls each, waiting at most `max_wait`.
+/// creation wins): `limit` concurrent calls each, waiting at most `max_wait`. Their counters
+/// are on, so they are observed: once calls have finished, a refusal carries an estimate of
+/// when a slot frees, which the 503 passes on.
 pub fn configure(limit: usize, max_wait: Duration) {
     let config = BulkheadConfig::builder()
         .max_concurrent_calls(limit)
@@ -129,12 +135,27 @@ pub fn configure(limit: usize, max_wait: Duration) {
     for name in ["sber", "sber-rates"] {
         BulkheadRegistry::global()
             .bulkhead_with(name, config.clone())
-            .expect("a config without an adaptive limit cannot be refused");
+            .expect("a config without an adaptive limit cannot be refused")
+            .enable_counters();
     }
 }
 
-/// Seconds a client should wait before retrying after a 503.
+/// Seconds a client should wait before retrying after a 503 when the bulkhead has no
+/// estimate yet (no call has finished).
 pub const RETRY_AFTER_SECS: &str = "1";
+
+/// The header with the precise estimate, in milliseconds (rounded up, at least 1); sent
+/// only with an estimate. `Retry-After` itself is whole seconds (HTTP's format): the
+/// estimate rounded up, at least 1.
+pub const RETRY_AFTER_MS: &str = "retry-after-ms";
+
+/// `Retry-After` and `retry-after-ms` for an estimate: seconds rounded up (at least 1) and
+/// milliseconds rounded up (at least 1).
+pub fn retry_after_headers(estimate: Duration) -> (u64, u64) {
+    let secs = estimate.as_secs() + u64::from(estimate.subsec_nanos() > 0);
+    let millis = u64::try_from(estimate.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
+    (secs.max(1), millis.max(1))
+}
 
 /// The HTTP edge: `GET /balance/<account>` (503 on refusal) and `GET /rates/<currency>`
 /// (the fallback on refusal).
@@ -149,11 +170,19 @@ pub async fn handle(
         };
         return match port.balance(account).await {
             Ok(balance) => text(StatusCode::OK, balance.to_string()),
-            Err(err @ PortError::TemporarilyUnavailable) => {
+            Err(err @ PortError::TemporarilyUnavailable(estimate)) => {
                 let mut response = text(StatusCode::SERVICE_UNAVAILABLE, err.to_string());
-                response
-                    .headers_mut()
-                    .insert(hyper::header::RETRY_AFTER, RETRY_AFTER_SECS.parse().unwrap());
+                let headers = response.headers_mut();
+                match estimate.map(retry_after_headers) {
+                    Some((secs, millis)) => {
+                        headers.insert(hyper::header::RETRY_AFTER, secs.into());
+                        headers.insert(RETRY_AFTER_MS, millis.into());
+                    }
+                    None => {
+                        headers
+                            .insert(hyper::header::RETRY_AFTER, RETRY_AFTER_SECS.parse().unwrap());
+                    }
+                }
                 response
             }
             Err(err @ PortError::UnknownAccount(_)) => text(StatusCode::NOT_FOUND, err.to_string()),
@@ -212,7 +241,8 @@ async fn main() {
     let addr = start(Arc::new(SberPort { bank })).await;
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
 
-    for path in ["/balance/7", "/rates/EUR"] {
+    // The second balance burst comes after calls finished: its 503s carry the estimate.
+    for path in ["/balance/7", "/rates/EUR", "/balance/7"] {
         let started = Instant::now();
         let burst = (0..8).map(|_| {
             let client = client.clone();
@@ -225,14 +255,20 @@ async fn main() {
                     let value = response.headers().get(name);
                     value.map_or("-".to_owned(), |v| v.to_str().unwrap_or("-").to_owned())
                 };
-                let (retry, source) = (header("retry-after"), header("x-source"));
+                let (retry, ms) = (header("retry-after"), header(RETRY_AFTER_MS));
+                let source = header("x-source");
                 let body = response.into_body().collect().await.expect("a body").to_bytes();
-                (status, retry, source, String::from_utf8_lossy(&body).into_owned())
+                (
+                    status,
+                    format!("{retry:>2} ({ms:>3} ms)"),
+                    source,
+                    String::from_utf8_lossy(&body).into_owned(),
+                )
             }
         });
         println!("8 concurrent GET {path}:");
         for (status, retry, source, body) in futures::future::join_all(burst).await {
-            println!("  {status}  retry-after: {retry:>2}  x-source: {source:>5}  {body}");
+            println!("  {status}  retry-after: {retry}  x-source: {source:>5}  {body}");
         }
         println!("  ({} ms)", started.elapsed().as_millis());
     }

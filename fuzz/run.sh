@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs each fuzz target for a bounded time.
 #
-#   fuzz/run.sh [SECONDS] [TARGET...]     default: 60 s each, targets ops, config_parsers, keyed
+#   fuzz/run.sh [SECONDS] [TARGET...]     default: 60 s each, targets ops, config_parsers, keyed,
+#                                       junctions
 #
 # Needs cargo-fuzz (`cargo install --locked cargo-fuzz`). Builds without a sanitizer
 # (`-s none`), which works on the stable toolchain; set RUSTC_BOOTSTRAP=1 if your cargo-fuzz
@@ -16,7 +17,7 @@ secs=${1:-60}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(ops config_parsers keyed)
+    targets=(ops config_parsers keyed junctions)
 fi
 
 if ! cargo fuzz --version >/dev/null 2>&1; then

@@ -1,6 +1,10 @@
 //! Replays the committed fuzz corpus (`fuzz/corpus/<target>/`) through the very check code
 //! the fuzz targets run, so plain `cargo test` exercises it without a fuzzer. Also runs a
 //! few hundred deterministic pseudo-random inputs through both checks.
+//!
+//! The `junctions` target's corpus is replayed by `tests/junction_props.rs` instead: its
+//! harness disables the deadline timer's thread for the whole process, before any bounded
+//! wait, which this binary's `ops` checks (bounded waits of an hour) would race with.
 
 #[path = "../fuzz/src/config.rs"]
 mod config;
@@ -9,41 +13,10 @@ mod keyed;
 #[path = "../fuzz/src/model.rs"]
 mod model;
 
-use std::path::PathBuf;
+#[path = "common/replay.rs"]
+mod replay;
 
-/// The committed corpus of `target`, plus its hand-written seeds if it has any.
-fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let fuzz = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz");
-    let dir = fuzz.join("corpus").join(target);
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| entry.expect("corpus entry").path())
-        .collect();
-    if let Ok(seeds) = std::fs::read_dir(fuzz.join("seeds").join(target)) {
-        files.extend(seeds.map(|entry| entry.expect("seed entry").path()));
-    }
-    files.sort();
-    let inputs: Vec<_> = files
-        .into_iter()
-        .map(|path| {
-            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            (path, bytes)
-        })
-        .collect();
-    assert!(inputs.len() >= 10, "{}: only {} corpus files", dir.display(), inputs.len());
-    inputs
-}
-
-/// Runs `check` on every input, naming the file that fails.
-fn replay(target: &str, check: fn(&[u8])) {
-    for (path, bytes) in corpus(target) {
-        let outcome = std::panic::catch_unwind(|| check(&bytes));
-        if let Err(panic) = outcome {
-            eprintln!("corpus file {} failed; rerun with BULKHEAD_FUZZ_TRACE=1", path.display());
-            std::panic::resume_unwind(panic);
-        }
-    }
-}
+use replay::{replay, xorshift};
 
 #[test]
 fn ops_corpus_matches_reference_model() {
@@ -53,14 +26,6 @@ fn ops_corpus_matches_reference_model() {
 #[test]
 fn config_parsers_corpus_never_panics_and_errors_name_key() {
     replay("config_parsers", config::run_config);
-}
-
-/// A fixed xorshift stream: the same inputs on every run.
-fn xorshift(state: &mut u64) -> u8 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    (*state >> 24) as u8
 }
 
 #[test]

@@ -28,6 +28,7 @@ const HANG_GUARD: Duration = Duration::from_secs(20);
 struct Answer {
     status: StatusCode,
     retry_after: Option<String>,
+    retry_after_ms: Option<String>,
     source: Option<String>,
     body: String,
 }
@@ -40,9 +41,11 @@ async fn get(addr: SocketAddr, path: &str) -> Answer {
         response.headers().get(name).map(|v| v.to_str().expect("ASCII header").to_owned())
     };
     let (retry_after, source) = (header("retry-after"), header("x-source"));
+    let retry_after_ms = header(adapter::RETRY_AFTER_MS);
     let status = response.status();
     let body = response.into_body().collect().await.expect("a body").to_bytes();
-    Answer { status, retry_after, source, body: String::from_utf8_lossy(&body).into_owned() }
+    let body = String::from_utf8_lossy(&body).into_owned();
+    Answer { status, retry_after, retry_after_ms, source, body }
 }
 
 /// Waits (bounded by the hang guard) until `name` has `n` calls in flight.
@@ -73,7 +76,9 @@ async fn scenario() {
     in_flight("sber", 2).await;
     let refused = get(addr, "/balance/7").await;
     assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    // No call has finished yet: no estimate, the fixed second.
     assert_eq!(refused.retry_after.as_deref(), Some(adapter::RETRY_AFTER_SECS));
+    assert_eq!(refused.retry_after_ms, None);
     assert_eq!(refused.body, "system temporarily unavailable");
 
     // The rates endpoint names a fallback: full, it answers 200 from the cache.
@@ -104,4 +109,21 @@ async fn scenario() {
     let unknown = get(addr, "/balance/0").await;
     assert_eq!((unknown.status, unknown.body.as_str()), (StatusCode::NOT_FOUND, "no account 0"));
     assert_eq!(get(addr, "/rates/USD").await.source.as_deref(), Some("bank"));
+
+    // Calls have finished now: a refusal carries the bulkhead's estimate, in whole seconds
+    // rounded up (at least 1) and in milliseconds.
+    port.bank.gate.forget_permits(1_000);
+    let held: Vec<_> = (0..2).map(|_| tokio::spawn(get(addr, "/balance/7"))).collect();
+    in_flight("sber", 2).await;
+    let refused = get(addr, "/balance/7").await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    let ms: u64 = refused.retry_after_ms.expect("an estimate").parse().expect("milliseconds");
+    let secs: u64 = refused.retry_after.expect("Retry-After").parse().expect("whole seconds");
+    assert!(ms >= 1);
+    assert_eq!(secs, ms.div_ceil(1000).max(1), "{ms} ms");
+    port.bank.gate.add_permits(1_000);
+    for answer in held {
+        assert_eq!(answer.await.unwrap().status, StatusCode::OK);
+    }
+    in_flight("sber", 0).await;
 }

@@ -907,9 +907,10 @@ fn keyed_level_listener_reenters() {
 
 /// Issue 29 (6c): the algorithm is user code and runs holding no lock of ours. This one
 /// calls back into the controller that runs it on every sample (reads its limit, bounds and
-/// metrics, Debug-prints it), feeds it a sample of its own on the first failure (folded
-/// after the running fold, not lost), and calls the bulkhead (a call whose permit records a
-/// sample of its own). Under a lock, the first read would wait for ever.
+/// metrics, Debug-prints it); on the first sample (itself fed by hand) it feeds it a failure
+/// by hand, from inside the fold (folded by the same fold's recheck before `record` returns,
+/// not lost); on the third it calls the bulkhead (a call whose permit records a sample of its own, folded
+/// likewise). Under a lock, the first read would wait for ever.
 #[test]
 fn adaptive_algorithm_reenters_the_controller() {
     struct Reentrant {
@@ -927,9 +928,11 @@ fn adaptive_algorithm_reenters_the_controller() {
                 assert_eq!((control.min_limit(), control.max_limit()), (limits.min, limits.max));
                 let _ = control.metrics();
                 let _ = format!("{control:?}");
-                if n == 0 && sample.outcome == Outcome::Failure {
-                    // A hand-fed failure, from inside the fold: folded after it.
+                if n == 0 {
+                    // A hand-fed failure, from inside the fold.
                     control.record(Sample::new(Duration::from_millis(1), 1, Outcome::Failure));
+                }
+                if n == 2 {
                     // A call: its permit's sample waits in this thread's ring.
                     if let Ok(permit) = bank.try_acquire() {
                         permit.ignore();
@@ -956,15 +959,24 @@ fn adaptive_algorithm_reenters_the_controller() {
         bank.set_adaptive_limit(limit).unwrap();
         cell.set(Arc::downgrade(&bank)).unwrap();
 
-        bank.try_acquire().unwrap().fail();
+        // A sample fed by hand: the fold feeds it from the pending list, and the algorithm
+        // feeds another from inside (pending again: the fold's recheck must find it).
+        bank.adaptive_limit().unwrap().record(Sample::new(
+            Duration::from_millis(1),
+            1,
+            Outcome::Failure,
+        ));
+        // Read from the engine, which folds nothing: the first failure (6 -> 5) and the one
+        // the algorithm fed (5 -> 4) were both folded before `record` returned.
+        assert_eq!(bank.metrics().max_allowed_concurrent_calls(), 4, "the hand-fed sample waits");
+        assert_eq!(fed.load(SeqCst), 2);
+        bank.try_acquire().unwrap().succeed();
+        // The call's success, then the inner call's ignored sample.
+        assert_eq!(fed.load(SeqCst), 4, "the inner call's sample waits");
         let control = bank.adaptive_limit().unwrap();
-        // The call's failure (6 -> 5), the hand-fed one (5 -> 4), the inner call's ignored
-        // sample: all fed, none lost.
         assert_eq!(control.limit(), 4);
         let metrics = control.metrics();
-        assert_eq!((metrics.samples(), metrics.samples_dropped()), (3, 0));
-        assert_eq!(fed.load(SeqCst), 3);
-        assert_eq!(bank.metrics().max_allowed_concurrent_calls(), 4);
+        assert_eq!((metrics.samples(), metrics.samples_dropped()), (4, 0));
         assert_eq!(bank.metrics().available_concurrent_calls(), 4);
         bank.check_work_conservation().unwrap();
     });

@@ -27,7 +27,7 @@ future) files=(-f src/bulkhead/future.rs -f src/bulkhead/blocking.rs -f src/bulk
 esac
 
 tests=(--lib --test work_conservation --test junctions --test junction_props --test tracing
-    --test weighted --test queue_policy
+    --test weighted --test keyed_weighted --test queue_policy
     --test reference_model --test deadline --test close --test reentrant --test fifo
     --test timer_manual --test change_config --test async_acquire --test try_acquire
     --test max_waiting --test permit_drop --test waiter_storm)

@@ -407,6 +407,13 @@ fn hostile_waker_on_drain() {
 }
 
 #[test]
+fn own_timer_fire_racing_release() {
+    run_model("own_timer_fire_racing_release", || {
+        scenarios_reentrant::own_timer_fire_racing_release(1)
+    });
+}
+
+#[test]
 fn engine_deadline_racing_release() {
     run_model("engine_deadline_racing_release", || {
         scenarios_reentrant::engine_deadline_racing_release(1)
@@ -510,7 +517,7 @@ mod family {
     }
 
     /// An algorithm that calls back into its controller and feeds it a sample from inside
-    /// a fold, while two threads' failures race to fold: no deadlock, none lost (issue 29).
+    /// a fold of a hand-fed one, racing a call's sample: no deadlock, none lost (issue 29).
     #[test]
     fn adaptive_reentrant_algorithm_loses_no_sample() {
         run_model(
@@ -771,6 +778,15 @@ mod junctions {
         run_model(
             "junctions::unfit_refusal_with_panicking_and_reentrant_wakers",
             scenarios_junctions::unfit_refusal_with_panicking_and_reentrant_wakers,
+        );
+    }
+
+    /// A newcomer granted by its own enqueue's drain is not woken (cargo-mutants 7/32).
+    #[test]
+    fn newcomer_granted_by_its_own_enqueue_is_not_woken() {
+        run_model(
+            "junctions::newcomer_granted_by_its_own_enqueue_is_not_woken",
+            scenarios_junctions::newcomer_granted_by_its_own_enqueue_is_not_woken,
         );
     }
 

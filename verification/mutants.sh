@@ -132,6 +132,7 @@ MUTANTS=(
     adaptive_limit_applied_without_recheck
     adaptive_fold_skips_recheck
     adaptive_pending_skips_recheck
+    newcomer_own_wake_called
     adaptive_fold_skips_samples_pushed_during_drain
     adaptive_push_tail_relaxed
     adaptive_algorithm_panic_escapes
@@ -173,6 +174,8 @@ MUTANTS=(
     shares_borrower_keeps_critical
     shares_default_ignored
     shares_refusal_keeps_key_slot
+    own_timer_goes_to_process
+    own_timer_callback_under_lock
 )
 ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed adaptive_push_tail_relaxed drain_completes_drainers_relaxed "
 
@@ -244,6 +247,8 @@ describe() {
     waker_panic_escapes) echo "issue 29: a waker's panic in wake() unwinds through the waking call (the rest of a release batch, close, the timer thread)" ;;
     default_try_ignores_headroom) echo "issue 29: a default try_acquire is refused the free headroom slots while a sheddable caller waits" ;;
     wait_drained_zero_checks_after_queueing) echo "issue 29: wait_drained(ZERO) runs the async-context check after queueing (panics, leaks its drain slot)" ;;
+    own_timer_goes_to_process) echo "issue 30: a bulkhead bound to a runtime's Timer arms its deadlines on the process timer (the thread starts, the runtime is never told)" ;;
+    own_timer_callback_under_lock) echo "issue 30: a runtime Timer's callback runs under the timer's heap lock (a callback that fires the timer deadlocks)" ;;
     timer_schedule_wakes_for_later_deadline) echo "issue 29: the timer thread is unparked for a deadline later than its earliest, not an earlier one (a 20 ms wait sleeps until another bulkhead's 120 s deadline)" ;;
     timer_rearm_skips_timed_waiters) echo "issue 29: after a fire the queue finds no later deadline (earliest_deadline scans only when nothing is timed): the next waiter's deadline is never armed" ;;
     unlink_restores_order_with_timed_left) echo "issue 29: a waiter leaving while timed waiters are left marks the deadlines in queue order again (after a change_config shortened the wait)" ;;
@@ -262,6 +267,7 @@ describe() {
     adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
     adaptive_fold_skips_recheck) echo "adaptive (issue 21): a folder does not look for requests made while it held the algorithm (a failure that found the algorithm taken waits for an unrelated fold)" ;;
     adaptive_pending_skips_recheck) echo "issue 29: a folder does not look for samples fed by hand (by the algorithm itself, or a thread without a ring) while it held the algorithm: they wait for an unrelated fold" ;;
+    newcomer_own_wake_called) echo "cargo-mutants 7/32: a newcomer granted by the drain after its own enqueue is woken too (WakeList::take_last gives nothing back)" ;;
     adaptive_fold_skips_samples_pushed_during_drain) echo "adaptive (issue 21): a fold marks as folded the samples pushed while it drained (reads tail again for head): they are lost" ;;
     adaptive_push_tail_relaxed) echo "adaptive (issue 21): a sample's tail is published Relaxed (a fold may read the ring place before the sample is visible)" ;;
     inline_counted_grant_skips_count) echo "counting alone (issue 21, stop 26): try_acquire's inline counted grant marks the permit COUNTED without counting it permitted" ;;
@@ -560,6 +566,14 @@ apply() {
         mutate src/adaptive/mod.rs '            if latest == limit {' '            if latest == limit || true {' ;;
     adaptive_fold_skips_recheck)
         mutate src/adaptive/mod.rs '            if !self.slots.wanted() && !self.pending_any.load(Ordering::Relaxed) {' '            if true || !self.slots.wanted() && !self.pending_any.load(Ordering::Relaxed) {' ;;
+    newcomer_own_wake_called)
+        mutate src/engine/state.rs '        self.wake.take()
+    }
+
+    fn wake_all(&mut self) {' '        None
+    }
+
+    fn wake_all(&mut self) {' ;;
     adaptive_pending_skips_recheck)
         mutate src/adaptive/mod.rs '            if !self.slots.wanted() && !self.pending_any.load(Ordering::Relaxed) {' '            if !self.slots.wanted() {' ;;
     adaptive_fold_skips_samples_pushed_during_drain)
@@ -567,6 +581,13 @@ apply() {
     adaptive_push_tail_relaxed)
         mutate src/adaptive/fold.rs '        self.tail.store(tail.wrapping_add(1), Ordering::Release);' '        self.tail.store(tail.wrapping_add(1), Ordering::Relaxed);' ;;
     # issue 29 (tests/junctions.rs): the timer, set_limit, the policy names, the full ring
+    own_timer_goes_to_process)
+        mutate src/engine/timer.rs '    if let Some(own) = binding {' '    if let Some(own) = binding.as_ref().filter(|_| false) {' ;;
+    own_timer_callback_under_lock)
+        mutate src/engine/timer.rs '        let earliest = self.heap.lock().push(at, list);
+        if earliest {' '        let mut heap = self.heap.lock();
+        let earliest = heap.push(at, list);
+        if earliest {' ;;
     timer_schedule_wakes_for_later_deadline)
         mutate src/engine/timer.rs '|Reverse(top)| at < top.at)' '|Reverse(top)| at > top.at)' ;;
     timer_rearm_skips_timed_waiters)

@@ -267,16 +267,17 @@ pub fn adaptive_fold_loses_and_repeats_no_sample() {
 }
 
 /// Issue 29 (6c): the algorithm runs holding no lock of ours, so it may call back into the
-/// controller. Here it does on every failure it is fed first (the first of the two threads'
-/// failures to reach it): it reads the controller's limit and metrics and feeds it one more
-/// failure by hand, from inside the fold. Two threads each end one failing call (cap 4,
-/// limit 4) while folds race: whoever holds the algorithm, the other finds it taken and
-/// leaves its failure to the holder's recheck, and the hand-fed one waits in the pending
-/// list for the same recheck.
+/// controller. Here it does on the first failure it is fed: it reads the controller's limit
+/// and metrics and feeds it one more failure by hand, from inside the fold. Two threads race
+/// (cap 4, limit 4): one feeds a failure by hand (`record`: through the pending list), the
+/// other ends a successful call (into its ring; a lone success asks for no fold, so this
+/// thread never folds). The failure the algorithm feeds from inside the fold of the hand-fed
+/// one arrives after that fold took the pending list: only the fold's recheck can find it.
 ///
 /// Once both threads are joined, and before anyone reads the controller again, the engine's
-/// limit is 1: three failures reached the algorithm (a fold that skipped its recheck of the
-/// pending list or the rings leaves 2 there). None lost, none fed twice, no deadlock.
+/// limit is 2: both failures reached the algorithm (a fold that skipped its recheck of the
+/// pending list leaves 3). Then, once read, the controller has fed 3 samples (the success
+/// folded with one of the folds or by the read), none lost, none fed twice, no deadlock.
 pub fn adaptive_reentrant_algorithm_loses_no_sample() {
     use bulkhead::adaptive::{AdaptiveLimit, LimitAlgorithm, Limits, Outcome, Sample};
     use std::sync::{OnceLock, Weak};
@@ -305,21 +306,29 @@ pub fn adaptive_reentrant_algorithm_loses_no_sample() {
     adaptive.set_adaptive_limit(AdaptiveLimit::new(algorithm)).expect("valid bounds");
     cell.set(Arc::downgrade(&adaptive)).expect("set once");
     let callers: Vec<_> = (0..2)
-        .map(|_| {
+        .map(|t| {
             let adaptive = Arc::clone(&adaptive);
-            rt::spawn(move || adaptive.try_acquire().expect("a free permit").fail())
+            rt::spawn(move || {
+                if t == 0 {
+                    // Fed by hand: through the pending list.
+                    let sample = Sample::new(Duration::from_millis(1), 1, Outcome::Failure);
+                    adaptive.adaptive_limit().expect("attached").record(sample);
+                } else {
+                    adaptive.try_acquire().expect("a free permit").succeed();
+                }
+            })
         })
         .collect();
     callers.into_iter().for_each(join);
     assert_eq!(
         adaptive.metrics().max_allowed_concurrent_calls(),
-        1,
+        2,
         "a failure was left for a later fold (the folder did not look again)"
     );
     let metrics = adaptive.adaptive_limit().expect("attached").metrics();
     assert_eq!((metrics.samples(), metrics.samples_dropped()), (3, 0), "lost or fed twice");
-    assert_eq!(metrics.limit(), 1);
-    assert_quiescent(&adaptive, 1);
+    assert_eq!(metrics.limit(), 2);
+    assert_quiescent(&adaptive, 2);
 }
 
 /// `close` racing a new key at a full map: `max_keys` 1, key 0 held by the main thread, one

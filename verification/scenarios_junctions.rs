@@ -288,3 +288,50 @@ pub fn unfit_refusal_with_panicking_and_reentrant_wakers() {
     drop(second_batch);
     assert_quiescent(&bulkhead, 2);
 }
+
+/// A waker that counts its wakes (in a std atomic, read after the threads are joined).
+struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// A newcomer granted by its own enqueue is not woken (cargo-mutants, shard 7/32:
+/// `WakeList::take_last` returning `None`). Limit 1, the permit held by a thread that
+/// releases it while the main thread polls an `acquire_async` once. If the release lands
+/// between the poll's try and its enqueue, the drain that follows the enqueue grants the
+/// newcomer itself: its wake is taken out and dropped uncalled (the caller is right there,
+/// returning `Ready`). Either way, a future that is `Ready` on its first poll was never
+/// woken, and one that is `Pending` is woken once, by the release.
+pub fn newcomer_granted_by_its_own_enqueue_is_not_woken() {
+    let bulkhead = bulkhead("own_wake", 1, LONG_WAIT, None);
+    let held = bulkhead.try_acquire_owned().expect("free");
+    let releaser = rt::spawn(move || drop(held));
+    let counting = Arc::new(CountingWaker(std::sync::atomic::AtomicUsize::new(0)));
+    let waker = Waker::from(Arc::clone(&counting));
+    let mut acquire = Box::pin(bulkhead.acquire_async());
+    match acquire.as_mut().poll(&mut Context::from_waker(&waker)) {
+        Poll::Ready(Ok(permit)) => {
+            join(releaser);
+            assert_eq!(counting.0.load(SeqCst), 0, "granted on its first poll, and woken");
+            drop(permit);
+        }
+        Poll::Pending => {
+            join(releaser);
+            assert_eq!(counting.0.load(SeqCst), 1, "queued, then granted by the release");
+            match acquire.as_mut().poll(&mut Context::from_waker(&noop())) {
+                Poll::Ready(Ok(permit)) => drop(permit),
+                other => panic!("the release did not reach the queued future: {other:?}"),
+            }
+        }
+        Poll::Ready(Err(e)) => panic!("refused with a wait of an hour: {e}"),
+    }
+    drop(acquire);
+    assert_quiescent(&bulkhead, 1);
+}

@@ -195,6 +195,54 @@ pub fn engine_deadline_racing_release(waiters: usize) {
     assert_quiescent(&bulkhead, 1);
 }
 
+/// A timer the runtime owns (`bulkhead::timer::Timer`): `waiters` async waiters of a
+/// bulkhead bound to it queue behind a held permit, each arming its deadline there (not on
+/// the model clock's timer); the callback re-enters the timer (`fire_expired`, as a runtime
+/// that fires at once would) and the bulkhead on the arming thread. The "runtime" thread
+/// moves the clock past the deadline and fires the handle while the permit is released.
+/// Each waiter ends granted or timed out, nothing is lost, nothing is left armed, and a
+/// callback called under a lock of ours deadlocks here.
+pub fn own_timer_fire_racing_release(waiters: usize) {
+    const WAIT: u64 = 10;
+    let told = Arc::new(AtomicUsize::new(0));
+    let timer = bulkhead::timer::Timer::new({
+        let told = Arc::clone(&told);
+        move |at| {
+            assert_eq!(at, WAIT, "the callback is given the deadline");
+            told.fetch_add(1, SeqCst);
+        }
+    });
+    let config = BulkheadConfig::builder()
+        .max_concurrent_calls(1)
+        .max_wait_duration(Duration::from_nanos(WAIT))
+        .build()
+        .expect("valid config");
+    let bulkhead = Arc::new(Bulkhead::with_timer("own_timer", config, &timer));
+    let occupancy = Occupancy::new(1);
+    let held = bulkhead.try_acquire_owned().expect("free");
+    occupancy.work();
+    let granted = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..waiters)
+        .map(|_| queued_waiter(&bulkhead, &occupancy, &granted, RejectReason::WaitTimedOut))
+        .collect();
+    assert_eq!(timer.next_deadline(), Some(WAIT), "armed on the runtime's timer");
+    assert_eq!(told.load(SeqCst), 1, "told once: the later waiters' deadline is not earlier");
+    let runtime = {
+        let timer = timer.clone();
+        rt::spawn(move || {
+            bulkhead::model::advance_to(Duration::from_nanos(WAIT));
+            timer.fire_expired()
+        })
+    };
+    drop(held);
+    let timed_out = tasks.into_iter().map(join).filter(|&granted| !granted).count();
+    assert_eq!(join(runtime), None, "nothing is armed after the fire");
+    let granted = granted.load(SeqCst);
+    assert_eq!(granted + timed_out, waiters);
+    occupancy.check(1 + granted);
+    assert_quiescent(&bulkhead, 1);
+}
+
 /// Deadlines out of queue order: a `change_config` shortens the max wait between two
 /// enqueues, so the second waiter's deadline comes first. The clock reaches only that one:
 /// the timer must fire it (the head's later deadline is not due), or the second waiter

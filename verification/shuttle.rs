@@ -251,6 +251,8 @@ scenarios! {
         crate::scenarios_reentrant::hostile_waker_on_queue_path(crate::scenarios_reentrant::Path::Close);
     hostile_waker_on_drain => crate::scenarios_reentrant::hostile_waker_on_drain();
     engine_deadline_racing_release => crate::scenarios_reentrant::engine_deadline_racing_release(1);
+    own_timer_fire_racing_release => crate::scenarios_reentrant::own_timer_fire_racing_release(1);
+    own_timer_fire_racing_release_three => crate::scenarios_reentrant::own_timer_fire_racing_release(3);
     engine_deadline_racing_release_three => crate::scenarios_reentrant::engine_deadline_racing_release(3);
     engine_deadline_out_of_queue_order => crate::scenarios_reentrant::engine_deadline_out_of_queue_order();
     listener_reenters_on_every_event => crate::scenarios_reentrant::listener_reenters_on_every_event();
@@ -422,6 +424,8 @@ mod junctions {
             crate::scenarios_junctions::panicking_waker_in_a_release_batch_serves_the_rest();
         unfit_refusal_with_panicking_and_reentrant_wakers =>
             crate::scenarios_junctions::unfit_refusal_with_panicking_and_reentrant_wakers();
+        newcomer_granted_by_its_own_enqueue_is_not_woken =>
+            crate::scenarios_junctions::newcomer_granted_by_its_own_enqueue_is_not_woken();
     }
 
     /// As `replay` above, for these scenarios (`... cargo test ... junctions::replay -- --ignored`).

@@ -2,5 +2,6 @@
 //! these same files with `#[path]` and replays the committed corpus through them.
 
 pub mod config;
+pub mod junctions;
 pub mod keyed;
 pub mod model;

@@ -68,6 +68,19 @@ pub struct BulkheadFull {
 /// | 2..=31  | limit   | `max_concurrent_calls` at the refusal (≤ 2^30 − 1)                |
 /// | 32..=35 | reason  | 0: decided by bit 1; `k + 1`: `RejectReason::ALL[k]`              |
 /// | 36..=63 | waited  | nanoseconds, `m << e` with a 6-bit `e` and a 22-bit `m`, rounded up |
+///
+/// A refusal that carries a [`retry_after`](BulkheadFull::retry_after) estimate (only an
+/// observed bulkhead's, built on its out-of-line paths) sets bit 1 with a reason code that
+/// is not 0 (bit 1 means `Closed` only with code 0, so it is free there), and shares the top
+/// 28 bits:
+///
+/// | bits    | field       | meaning                                                     |
+/// |---------|-------------|-------------------------------------------------------------|
+/// | 36..=51 | waited      | nanoseconds, 6-bit `e`, 10-bit `m`, rounded up              |
+/// | 52..=63 | retry after | nanoseconds, 5-bit `e`, 7-bit `m`, rounded up (≤ 272 s)     |
+///
+/// The fast paths' refusal never has that flag, so it stays one `or` of the word and
+/// answers `None`.
 #[derive(Clone, Copy)]
 struct Packed(NonZeroU64);
 
@@ -80,6 +93,12 @@ const REASON_MASK: u64 = 0xf;
 const WAITED_SHIFT: u32 = 36;
 const MANTISSA_BITS: u32 = 22;
 const MANTISSA_MASK: u64 = (1 << MANTISSA_BITS) - 1;
+/// With a retry estimate: the waited field's mantissa bits (its exponent keeps 6) ...
+const SHORT_WAITED_MANTISSA: u32 = 10;
+/// ... and the retry estimate's, above it at bit 52 (exponent 5 bits).
+const RETRY_SHIFT: u32 = 52;
+const RETRY_MANTISSA: u32 = 7;
+const RETRY_EXPONENT: u32 = 5;
 
 // Reason codes are 1 + the index, in 4 bits.
 const _: () = assert!(RejectReason::ALL.len() < 16);
@@ -125,9 +144,61 @@ impl Packed {
         }
     }
 
+    /// As [`with`](Self::with), carrying `retry` too (`reason` is never `Closed` here).
+    fn with_retry(limit: usize, reason: RejectReason, waited: Duration, retry: Duration) -> Packed {
+        let base = Packed::with(limit, reason, Duration::ZERO).bits();
+        let waited = encode_float(nanos_of(waited), SHORT_WAITED_MANTISSA, 6);
+        let retry = encode_float(nanos_of(retry), RETRY_MANTISSA, RETRY_EXPONENT);
+        Packed::from(base | CLOSED_BIT | (waited << WAITED_SHIFT) | (retry << RETRY_SHIFT))
+    }
+
+    /// Whether the refusal carries a retry estimate: bit 1 with an explicit reason code.
+    fn has_retry(self) -> bool {
+        self.bits() & CLOSED_BIT != 0 && (self.bits() >> REASON_SHIFT) & REASON_MASK != 0
+    }
+
     fn waited(self) -> Duration {
+        if self.has_retry() {
+            let bits = (self.bits() >> WAITED_SHIFT) & ((1 << (SHORT_WAITED_MANTISSA + 6)) - 1);
+            return Duration::from_nanos(decode_float(bits, SHORT_WAITED_MANTISSA));
+        }
         decode_waited(self.bits() >> WAITED_SHIFT)
     }
+
+    fn retry_after(self) -> Option<Duration> {
+        self.has_retry()
+            .then(|| Duration::from_nanos(decode_float(self.bits() >> RETRY_SHIFT, RETRY_MANTISSA)))
+    }
+}
+
+fn nanos_of(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `nanos` as `m << e` in `mantissa + exponent` bits, rounded up; past the largest value
+/// those bits hold, that value.
+fn encode_float(nanos: u64, mantissa: u32, exponent: u32) -> u64 {
+    let max_m = (1u64 << mantissa) - 1;
+    let max_e = (1u64 << exponent) - 1;
+    // The smallest `e` with `nanos >> e` within the mantissa, then rounded up (which may
+    // carry into one more bit, hence the second step). No loop: two shifts.
+    let mut e = u64::from((64 - nanos.leading_zeros()).saturating_sub(mantissa));
+    let ceil = |e: u64| (nanos >> e) + u64::from(nanos & ((1u64 << e) - 1) != 0);
+    let mut m = ceil(e);
+    if m > max_m {
+        e += 1;
+        m = ceil(e);
+    }
+    if e > max_e {
+        return (max_e << mantissa) | max_m;
+    }
+    (e << mantissa) | m
+}
+
+fn decode_float(bits: u64, mantissa: u32) -> u64 {
+    let e = (bits >> mantissa) as u32;
+    let m = bits & ((1 << mantissa) - 1);
+    m.checked_shl(e).filter(|n| n >> e == m).unwrap_or(u64::MAX)
 }
 
 /// `waited` in 28 bits: `m << e` nanoseconds, the smallest `e` (6 bits) for which the
@@ -170,6 +241,76 @@ impl BulkheadFull {
         BulkheadFull { name, packed: Packed::with(max_concurrent_calls, reason, waited) }
     }
 
+    /// This refusal, carrying `retry` as its [`retry_after`](Self::retry_after) (for an
+    /// observed bulkhead's refusals; `Closed` never carries one).
+    pub(crate) fn with_retry_after(self, retry: Option<Duration>) -> Self {
+        match retry {
+            Some(retry) if self.reason() != RejectReason::Closed => {
+                // A fast refusal (`Full`, no wait) needs no decoding of the wait.
+                let waited = if self.packed.bits() >> WAITED_SHIFT == 0 {
+                    Duration::ZERO
+                } else {
+                    self.waited()
+                };
+                let (limit, reason) = (self.max_concurrent_calls(), self.reason());
+                BulkheadFull {
+                    name: self.name,
+                    packed: Packed::with_retry(limit, reason, waited, retry),
+                }
+            }
+            _ => self,
+        }
+    }
+
+    /// When a slot is likely to be free for this caller, if the bulkhead can tell: an
+    /// estimate from what the bulkhead saw, for a client deciding when to come back (an
+    /// HTTP `Retry-After`).
+    ///
+    /// `Some` for a refusal by an *observed* bulkhead (counters on, a listener registered,
+    /// or registered with `metrics_export`) once it has seen calls finish; `None` for an
+    /// unobserved bulkhead (whose refusal stays one load and pays nothing for this), before
+    /// any call finished, and for [`Closed`](RejectReason::Closed),
+    /// [`ExceedsLimit`](RejectReason::ExceedsLimit), [`Reserved`](RejectReason::Reserved)
+    /// and [`TooManyKeys`](RejectReason::TooManyKeys) (no release frees a slot for them).
+    ///
+    /// The estimate is *the time until as many calls came back as would serve this caller
+    /// if it queued now*: `(waiting + 1 + debt) × interval`, where `waiting` is the callers
+    /// queued ahead, `debt` what a shrink left to pay, and `interval` the measured time
+    /// between two releases (a moving average over windows of about 8 releases, at least
+    /// 5 ms). Under overload that is `(waiting + 1) × mean hold / limit` (Little's law).
+    /// Accuracy on a real overload, against naive estimates, and what honouring it buys a
+    /// client: `benches/results/retry_after.md` and the overload chapter of `docs/`.
+    /// Kept to within one part in 128, rounded up; at most about 272 s.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    ///
+    /// let bank = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(1).build()?);
+    /// // Unobserved: no estimate.
+    /// let held = bank.try_acquire()?;
+    /// assert_eq!(bank.try_acquire().unwrap_err().retry_after(), None);
+    /// drop(held);
+    ///
+    /// bank.enable_counters(); // observed from now on
+    /// let held = bank.try_acquire()?;
+    /// std::thread::sleep(Duration::from_millis(2));
+    /// drop(held); // a call finished: the bulkhead has seen a release
+    /// let _busy = bank.try_acquire()?;
+    /// let refused = bank.try_acquire().unwrap_err();
+    /// let retry = refused.retry_after().expect("observed, and a call finished");
+    /// assert!(retry > Duration::ZERO);
+    /// // An HTTP `Retry-After` is whole seconds, rounded up, at least 1:
+    /// let header = retry.as_secs() + u64::from(retry.subsec_nanos() > 0);
+    /// assert_eq!(header.max(1), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.packed.retry_after()
+    }
+
     /// The name of the bulkhead that refused the call.
     pub fn bulkhead_name(&self) -> &str {
         self.name.as_str()
@@ -190,7 +331,8 @@ impl BulkheadFull {
     /// wait for [`RejectReason::WaitTimedOut`], how long it queued for
     /// [`RejectReason::Evicted`] (zero for an unbounded async wait that began unobserved:
     /// it never read the clock), zero for the other reasons. Kept to within
-    /// one part in two million, rounded up (exact below 4 ms).
+    /// one part in two million, rounded up (exact below 4 ms); on a refusal that also carries
+    /// a [`retry_after`](Self::retry_after), to one part in a thousand, rounded up.
     pub fn waited(&self) -> Duration {
         self.packed.waited()
     }
@@ -199,8 +341,13 @@ impl BulkheadFull {
 impl PartialEq for BulkheadFull {
     fn eq(&self, other: &BulkheadFull) -> bool {
         self.name == other.name
-            && (self.max_concurrent_calls(), self.reason(), self.waited())
-                == (other.max_concurrent_calls(), other.reason(), other.waited())
+            && (self.max_concurrent_calls(), self.reason(), self.waited(), self.retry_after())
+                == (
+                    other.max_concurrent_calls(),
+                    other.reason(),
+                    other.waited(),
+                    other.retry_after(),
+                )
     }
 }
 
@@ -213,6 +360,7 @@ impl fmt::Debug for BulkheadFull {
             .field("max_concurrent_calls", &self.max_concurrent_calls())
             .field("reason", &self.reason())
             .field("waited", &self.waited())
+            .field("retry_after", &self.retry_after())
             .finish()
     }
 }
@@ -261,6 +409,35 @@ mod tests {
                 assert_eq!(full, BulkheadFull::new(name(), limit, reason, Duration::ZERO));
             }
         }
+    }
+
+    #[test]
+    fn a_retry_estimate_keeps_the_reason_limit_and_wait_and_is_never_below_itself() {
+        assert_eq!(BulkheadFull::refused(name(), 4, false).retry_after(), None);
+        for reason in RejectReason::ALL {
+            for retry in [0, 1, 127, 128, 129, 999_999, 20_000_001, 3_000_000_000, u64::MAX / 7] {
+                let retry = Duration::from_nanos(retry);
+                let waited = Duration::from_micros(3_333);
+                let full =
+                    BulkheadFull::new(name(), 9, reason, waited).with_retry_after(Some(retry));
+                assert_eq!((full.reason(), full.max_concurrent_calls()), (reason, 9));
+                if reason == RejectReason::Closed {
+                    assert_eq!(full.retry_after(), None);
+                    assert_eq!(full.waited(), waited);
+                    continue;
+                }
+                // Rounded up, to within one part in 128 (below the 272 s cap).
+                let got = full.retry_after().expect("carried");
+                let cap = Duration::from_nanos(127 << 31);
+                assert!(got >= retry.min(cap), "{got:?} < {retry:?}");
+                assert!(got.as_nanos() <= retry.as_nanos() + retry.as_nanos() / 64 + 1, "{got:?}");
+                // The wait to within one part in a thousand, rounded up.
+                assert!(full.waited() >= waited && full.waited() <= waited + waited / 512);
+            }
+        }
+        let plain = BulkheadFull::new(name(), 1, RejectReason::Full, Duration::ZERO);
+        assert_eq!(plain.clone().with_retry_after(None), plain);
+        assert_ne!(plain.clone().with_retry_after(Some(Duration::from_millis(5))), plain);
     }
 
     #[test]

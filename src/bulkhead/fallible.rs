@@ -165,6 +165,89 @@ impl Bulkhead {
         result
     }
 
+    /// Runs `f`, which can fail, under the permits `request` asks for (its count, its
+    /// criticality, its own [`max_wait`](crate::Request::max_wait) if shorter than the
+    /// configured one), with a refusal mapped into `E`: the fallible form of
+    /// [`call_with`](Self::call_with). `Ok` marks a success, `Err` a failure.
+    ///
+    /// # Blocking
+    ///
+    /// As [`call_with`](Self::call_with).
+    ///
+    /// # Errors
+    ///
+    /// `E::from(BulkheadFull)` when the permits were not granted, as
+    /// [`acquire_many`](Self::acquire_many) refuses (`f` is not run); otherwise what `f` gave.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, BulkheadFull, Criticality, Request};
+    /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+    /// let bank = Bulkhead::new("sber", BulkheadConfig::for_pool(20));
+    /// let login = Request::from(Criticality::Critical).max_wait(Duration::from_millis(5));
+    /// let ok: Result<u32, BoxError> = bank.call_fallible_with(login, || Ok(7));
+    /// assert_eq!(ok.unwrap(), 7);
+    /// let refused: Result<(), BoxError> = bank.call_fallible_with(99, || Ok(()));
+    /// assert!(refused.unwrap_err().downcast::<BulkheadFull>().is_ok());
+    /// ```
+    pub fn call_fallible_with<T, E>(
+        &self,
+        request: impl Into<crate::Request>,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<BulkheadFull>,
+    {
+        let mut permit = self.acquire_many(request)?;
+        let result = f();
+        permit.set(Outcome::of_result(&result));
+        result
+    }
+
+    /// Awaits `fut`, which can fail, under the permits `request` asks for, with a refusal
+    /// mapped into `E`: the fallible form of [`call_async_with`](Self::call_async_with).
+    /// Waits up to the smaller of the configured `max_wait_duration` and the request's own
+    /// [`max_wait`](crate::Request::max_wait), on any executor.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call_async_with`](Self::call_async_with).
+    ///
+    /// # Errors
+    ///
+    /// `E::from(BulkheadFull)` when the permits were not granted (`fut` is dropped without
+    /// being polled); otherwise whatever `fut` gave.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::{Bulkhead, BulkheadConfig, Request};
+    /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+    /// # futures::executor::block_on(async {
+    /// let bank = Bulkhead::new("sber", BulkheadConfig::for_pool(20));
+    /// let rates: Result<f64, BoxError> =
+    ///     bank.call_async_fallible_with(Request::permits(2), async { Ok(91.5) }).await;
+    /// assert_eq!(rates.unwrap(), 91.5);
+    /// # });
+    /// ```
+    pub async fn call_async_fallible_with<T, E, F>(
+        &self,
+        request: impl Into<crate::Request>,
+        fut: F,
+    ) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<BulkheadFull>,
+    {
+        let mut permit = self.acquire_many_async(request).await?;
+        permit.unmarked_is_cancelled();
+        let result = fut.await;
+        permit.set(Outcome::of_result(&result));
+        result
+    }
+
     /// The fallible async call on an owned permit: like
     /// [`call_async_fallible`](Self::call_async_fallible), but the returned future holds
     /// an `Arc` of the bulkhead instead of a borrow, so it is `'static` (and `Send` when

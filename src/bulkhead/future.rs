@@ -17,7 +17,7 @@ use crate::bulkhead::error::BulkheadFull;
 use crate::bulkhead::permit::Mark;
 use crate::bulkhead::permit::OwnedPermit;
 use crate::bulkhead::permit::Permit;
-use crate::bulkhead::request::Request;
+use crate::bulkhead::request::{wait_within, Request};
 use crate::bulkhead::Bulkhead;
 use crate::engine::policy::Criticality;
 use crate::engine::state::MAX_PERMITS;
@@ -58,8 +58,11 @@ struct Core {
     key: Option<WaitKey>,
     /// When the wait started (set when queued).
     start: Option<Instant>,
-    /// When it gives up; `None` for an unbounded wait.
-    deadline: Option<Instant>,
+    /// How long it may wait: before it queues, the request's own max wait (`None` when it
+    /// sets none); once queued, the effective one (the smaller of that and the bulkhead's).
+    /// The deadline is `start + wait` (see [`Core::deadline`]): kept as a duration, not an
+    /// instant, so the plain future stays small.
+    wait: Option<Duration>,
     done: bool,
     /// Whether the bulkhead's timer keeps the deadline (`acquire_async`), or a sleep of the
     /// caller's does (`acquire_async_with_sleep`).
@@ -74,7 +77,7 @@ impl Core {
         Core {
             key: None,
             start: None,
-            deadline: None,
+            wait: request.own_wait(),
             done: false,
             engine_timer,
             request: Self::pack(request),
@@ -118,6 +121,12 @@ impl Core {
             r if r >> 30 == 1 => Criticality::Critical,
             _ => Criticality::Sheddable,
         }
+    }
+
+    /// When the wait gives up; `None` before it queued and for an unbounded wait.
+    fn deadline(&self, bulkhead: &Bulkhead) -> Option<Instant> {
+        let (start, wait) = (self.start?, self.wait?);
+        bulkhead.sem().clock.deadline(start, wait)
     }
 
     /// Whether this is the plain acquire: one permit, default class.
@@ -241,6 +250,7 @@ impl Core {
         };
         if word.is_closed()
             || bulkhead.max_wait_is_zero()
+            || self.wait == Some(Duration::ZERO)
             || word.exceeds_limit(permits)
             || permits == 0
         {
@@ -266,7 +276,7 @@ impl Core {
         let expired = match timer.as_mut().project() {
             TimerProj::On { sleep } => sleep.poll(cx).is_ready(),
             TimerProj::Off if self.engine_timer && just_queued => false,
-            TimerProj::Off => self.deadline.is_some_and(|deadline| {
+            TimerProj::Off => self.deadline(bulkhead).is_some_and(|deadline| {
                 if !self.engine_timer {
                     sem.clock.wake_at_deadline(cx.waker());
                 }
@@ -304,9 +314,11 @@ impl Core {
         arm: impl FnOnce(Duration) -> Option<S>,
     ) -> Poll<Result<Mark, BulkheadFull>> {
         let sem = bulkhead.sem();
-        let wait = bulkhead.max_wait();
+        // The request's own max wait (none for the plain acquire) caps the bulkhead's.
+        let wait = wait_within(self.wait, bulkhead.max_wait());
         if wait.is_zero() {
-            // The max wait was set to zero by a concurrent `change_config`.
+            // The max wait was set to zero by a concurrent `change_config` (a request's own
+            // zero wait was refused by the first poll).
             return self.done_with(Err(bulkhead.reject(sem.load(), RejectReason::Full, wait)));
         }
         // An unbounded wait reads the clock only if someone observes the calls (one more
@@ -353,8 +365,8 @@ impl Core {
         };
         self.key = Some(key);
         self.start = start;
-        self.deadline = deadline;
-        if self.deadline.is_some() && !self.engine_timer {
+        self.wait = Some(wait);
+        if deadline.is_some() && !self.engine_timer {
             if let Some(sleep) = arm(wait) {
                 timer.set(Timer::On { sleep });
             }
@@ -380,8 +392,9 @@ impl Core {
     fn waited(&self, bulkhead: &Bulkhead) -> Duration {
         let Some(start) = self.start else { return Duration::ZERO };
         let clock = &bulkhead.sem().clock;
-        let allowed =
-            self.deadline.map_or(Duration::ZERO, |deadline| clock.between(start, deadline));
+        let allowed = self
+            .deadline(bulkhead)
+            .map_or(Duration::ZERO, |deadline| clock.between(start, deadline));
         self.waited_so_far(bulkhead).max(allowed)
     }
 

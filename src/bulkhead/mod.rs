@@ -26,11 +26,14 @@ use crate::engine::policy::Criticality;
 use crate::engine::state::MAX_PERMITS;
 use crate::engine::state::{Semaphore, Word};
 use crate::engine::sync::{AtomicU64, AtomicUsize, Instant, Mutex, OnceLock, Ordering};
+use crate::engine::timer::{Binding, Timer};
 use crate::observe::event::BulkheadEvent;
 use crate::observe::event::BulkheadEventKind;
+use crate::observe::event::ListenerHandle;
 use crate::observe::metrics::BulkheadMetrics;
 use crate::observe::name::Name;
 use crate::observe::reason::RejectReason;
+use crate::observe::retry::{releases_needed, RetryStats};
 use crate::observe::{bump_own, Cells, Counters, Listeners, Outcome};
 
 /// A `max_wait_duration` that does not fit in `u64` nanoseconds (584 years): unbounded.
@@ -94,6 +97,10 @@ pub struct Bulkhead {
     /// A limit controller, once one was attached (`adaptive::AdaptiveLimit`): it samples
     /// permits as they are granted and learns from them as they end.
     hook: OnceLock<Box<dyn LimitHook>>,
+    /// The release-rate tracker behind [`BulkheadFull::retry_after`], made when counters or
+    /// a listener first observe (never for an unobserved bulkhead: its refusals pay nothing
+    /// for it). See `observe::retry`.
+    retry: OnceLock<Box<RetryStats>>,
 }
 
 /// Returns `permits` to `sem` if dropped: armed around foreign or fallible work that runs
@@ -132,9 +139,36 @@ impl Bulkhead {
     /// assert_eq!(bulkhead.name(), "payment-gateway");
     /// ```
     pub fn new(name: impl Into<String>, config: BulkheadConfig) -> Bulkhead {
+        Bulkhead::bound(name.into(), config, None)
+    }
+
+    /// Creates a bulkhead named `name` with `config` whose bounded async waits keep their
+    /// deadlines on `timer`, a [`Timer`] the embedder (a runtime) drives, instead of the
+    /// process-wide `bulkhead-timer` thread: this bulkhead never starts that thread, and
+    /// the process-wide [`timer::fire_expired`](crate::timer::fire_expired) does not see its
+    /// deadlines. Owned, weighted and adaptive waits of the bulkhead all use `timer`. Otherwise
+    /// as [`new`](Self::new).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bulkhead::timer::Timer;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    ///
+    /// // The callback tells the runtime's timer when to call `timer.fire_expired()`.
+    /// let timer = Timer::new(|at| println!("wake the runtime at {at:?}"));
+    /// let bulkhead = Bulkhead::with_timer("bank", BulkheadConfig::default(), &timer);
+    /// assert_eq!(bulkhead.name(), "bank");
+    /// ```
+    pub fn with_timer(name: impl Into<String>, config: BulkheadConfig, timer: &Timer) -> Bulkhead {
+        Bulkhead::bound(name.into(), config, timer.binding())
+    }
+
+    /// [`new`](Self::new) and [`with_timer`](Self::with_timer): the deadlines go to `timer`.
+    pub(crate) fn bound(name: String, config: BulkheadConfig, timer: Binding) -> Bulkhead {
         let bulkhead = Bulkhead {
-            sem: Semaphore::new(config.max_concurrent_calls()),
-            name: Name::new(name.into()),
+            sem: Semaphore::new(config.max_concurrent_calls(), timer),
+            name: Name::new(name),
             max_wait_nanos: AtomicU64::new(UNBOUNDED_WAIT),
             max_waiting: AtomicUsize::new(NO_WAITER_CAP),
             config: Mutex::new(config.clone()),
@@ -142,6 +176,7 @@ impl Bulkhead {
             counters: OnceLock::new(),
             fast: AtomicUsize::new(FAST_NONE),
             hook: OnceLock::new(),
+            retry: OnceLock::new(),
         };
         bulkhead.store_wait_settings(&config);
         // Nobody is queued yet: nothing to serve.
@@ -443,6 +478,7 @@ impl Bulkhead {
     /// # Ok(())
     /// # }
     /// ```
+    #[inline]
     pub fn acquire_async(&self) -> Acquire<'_> {
         Acquire::new(self)
     }
@@ -606,19 +642,57 @@ impl Bulkhead {
     /// ```
     pub fn acquire_many(&self, request: impl Into<Request>) -> Result<Permit<'_>, BulkheadFull> {
         let request = request.into();
+        self.acquire_many_within(request, request.wait_within(self.max_wait()))
+    }
+
+    /// Takes `n` permits at once, waiting at most `wait` (instead of the configured
+    /// `max_wait_duration`) and at most the request's own [`max_wait`](Request::max_wait):
+    /// the weighted [`acquire_timeout`](Self::acquire_timeout). A zero wait never queues.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread for up to the smaller of `wait` and the request's max wait.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many), with that wait as the max wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::builder().max_concurrent_calls(3).build()?);
+    /// let one = bulkhead.try_acquire()?;
+    /// let err = bulkhead.acquire_many_timeout(3, Duration::from_millis(2)).unwrap_err();
+    /// assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+    /// drop(one);
+    /// assert_eq!(bulkhead.acquire_many_timeout(3, Duration::from_millis(2))?.num_permits(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_many_timeout(
+        &self,
+        request: impl Into<Request>,
+        wait: Duration,
+    ) -> Result<Permit<'_>, BulkheadFull> {
+        let request = request.into();
+        self.acquire_many_within(request, request.wait_within(wait))
+    }
+
+    /// The blocking weighted acquire, waiting at most `wait` (already the effective one).
+    fn acquire_many_within(
+        &self,
+        request: Request,
+        wait: Duration,
+    ) -> Result<Permit<'_>, BulkheadFull> {
         let n = request.num_permits();
         match self.try_acquire_request(request) {
             Ok(word) => Ok(Permit::with_permits(self, n, self.permitted(word))),
-            Err(word)
-                if word.is_closed()
-                    || n == 0
-                    || word.exceeds_limit(n)
-                    || self.max_wait_is_zero() =>
-            {
+            Err(word) if word.is_closed() || n == 0 || word.exceeds_limit(n) || wait.is_zero() => {
                 Err(self.refuse_many(word, request))
             }
             Err(_) => self
-                .wait_blocking(self.max_wait(), n, request.class())
+                .wait_blocking(wait, n, request.class())
                 .map(|mark| Permit::with_permits(self, n, mark)),
         }
     }
@@ -710,6 +784,36 @@ impl Bulkhead {
         AcquireOwned::many(StdArc::clone(self), request.into())
     }
 
+    /// Takes `n` permits at once as an owned permit, waiting up to the configured
+    /// `max_wait_duration` (or the request's own [`max_wait`](Request::max_wait), if
+    /// shorter): the owned [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread as [`acquire_many`](Self::acquire_many) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+    /// let permit = bulkhead.acquire_many_owned(3)?;
+    /// std::thread::spawn(move || assert_eq!(permit.num_permits(), 3)).join().unwrap();
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 0);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn acquire_many_owned(
+        self: &StdArc<Self>,
+        request: impl Into<Request>,
+    ) -> Result<OwnedPermit, BulkheadFull> {
+        self.acquire_many(request).map(|permit| permit.into_owned(StdArc::clone(self)))
+    }
+
     /// Takes an owned permit, waiting up to the configured `max_wait_duration`.
     ///
     /// # Blocking
@@ -789,6 +893,129 @@ impl Bulkhead {
     pub fn call<T>(&self, f: impl FnOnce() -> T) -> Result<T, BulkheadFull> {
         let _permit = self.acquire()?;
         Ok(f())
+    }
+
+    /// Runs `f` on the calling thread under the permits `request` asks for (its count, its
+    /// criticality, its own [`max_wait`](Request::max_wait) if shorter than the
+    /// configured one): the weighted, classed [`call`](Self::call). The permits are released
+    /// when `f` returns or unwinds.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks while waiting for the permits, as [`acquire_many`](Self::acquire_many) does,
+    /// then for as long as `f` runs.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many); `f` is not run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, Criticality, Request};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// let report = Request::permits(4).criticality(Criticality::Sheddable).max_wait(Duration::from_millis(5));
+    /// let rows = bulkhead.call_with(report, || bulkhead.metrics().in_flight_calls())?;
+    /// assert_eq!(rows, 4);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub fn call_with<T>(
+        &self,
+        request: impl Into<Request>,
+        f: impl FnOnce() -> T,
+    ) -> Result<T, BulkheadFull> {
+        let _permit = self.acquire_many(request)?;
+        Ok(f())
+    }
+
+    /// Awaits `fut` in the calling task under the permits `request` asks for, waiting up to
+    /// the smaller of the configured `max_wait_duration` and the request's own
+    /// [`max_wait`](Request::max_wait), on any executor (the bulkhead's timer keeps the
+    /// deadline): the weighted, classed [`call_async`](Self::call_async).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it while it waits leaves the queue (a grant that raced the drop
+    /// goes back whole, to the waiters behind); dropping it while `fut` runs drops `fut` and
+    /// releases the permits.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many); `fut` is dropped without being polled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, Criticality, Request};
+    /// # futures::executor::block_on(async {
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::for_pool(20));
+    /// let login = Request::from(Criticality::Critical).max_wait(Duration::from_millis(20));
+    /// assert_eq!(bulkhead.call_async_with(login, async { 6 * 7 }).await?, 42);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// # })?;
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    pub async fn call_async_with<F: Future>(
+        &self,
+        request: impl Into<Request>,
+        fut: F,
+    ) -> Result<F::Output, BulkheadFull> {
+        let permit = self.acquire_many_async(request).await?;
+        Ok(Self::run_marked(permit, fut).await)
+    }
+
+    /// Awaits `fut` under an owned permit, waiting for one up to the configured
+    /// `max_wait_duration`: the non-fallible
+    /// [`call_owned_async_fallible`](Self::call_owned_async_fallible). The future is
+    /// `Send + 'static` when `fut` is, so it can be spawned.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`call_async`](Self::call_async).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); `fut` is dropped without being polled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bulkhead::{Bulkhead, BulkheadConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let bulkhead = Arc::new(Bulkhead::new("bank", BulkheadConfig::for_pool(20)));
+    /// let task = tokio::spawn(bulkhead.call_owned_async(async { 6 * 7 }));
+    /// assert_eq!(task.await.unwrap().unwrap(), 42);
+    /// assert_eq!(bulkhead.metrics().in_flight_calls(), 0);
+    /// # }
+    /// ```
+    pub fn call_owned_async<F: Future + Send + 'static>(
+        self: &StdArc<Self>,
+        fut: F,
+    ) -> impl Future<Output = Result<F::Output, BulkheadFull>> + Send + 'static {
+        let acquire = self.acquire_owned_async();
+        async move {
+            let permit = acquire.await?;
+            Ok(Self::run_marked(permit, fut).await)
+        }
+    }
+
+    /// Awaits `fut` under `permit`, marking the call cancelled if dropped before `fut`
+    /// completes (an adaptive limit learns nothing from it) and a success once it has.
+    async fn run_marked<P: crate::bulkhead::permit::Marked, F: Future>(
+        mut permit: P,
+        fut: F,
+    ) -> F::Output {
+        crate::bulkhead::permit::Marked::unmarked_is_cancelled(&mut permit);
+        let output = fut.await;
+        crate::bulkhead::permit::Marked::set(
+            &mut permit,
+            crate::bulkhead::permit::Outcome::Success,
+        );
+        output
     }
 
     /// Awaits `fut` in the calling task under a permit, waiting for one up to the configured
@@ -1000,6 +1227,7 @@ impl Bulkhead {
     /// ```
     pub fn enable_counters(&self) {
         self.counters.get_or_init(|| Box::new(Counters::new()));
+        self.retry.get_or_init(|| Box::new(RetryStats::new()));
         self.note_observers();
         self.sem.set_observed();
     }
@@ -1077,12 +1305,13 @@ impl Bulkhead {
     pub fn on_event(
         &self,
         listener: impl Fn(&BulkheadEvent) + Send + Sync + 'static,
-    ) -> crate::ListenerHandle {
+    ) -> ListenerHandle {
         let active = StdArc::new(crate::engine::sync::AtomicBool::new(true));
+        self.retry.get_or_init(|| Box::new(RetryStats::new()));
         self.listeners.push(Box::new(listener), StdArc::clone(&active));
         self.note_observers();
         self.sem.set_observed();
-        crate::ListenerHandle { active }
+        ListenerHandle { active }
     }
 
     /// Registers a listener whose handle flag `active` is shared (the keyed level registers
@@ -1092,6 +1321,7 @@ impl Bulkhead {
         listener: Box<crate::observe::Listener>,
         active: StdArc<crate::engine::sync::AtomicBool>,
     ) {
+        self.retry.get_or_init(|| Box::new(RetryStats::new()));
         self.listeners.push(listener, active);
         self.note_observers();
         self.sem.set_observed();
@@ -1184,6 +1414,7 @@ impl Bulkhead {
     ) -> BulkheadFull {
         let full = BulkheadFull::new(self.name, word.limit(), reason, waited);
         if word.is_observed() || crate::observe::trace::interested() {
+            let full = self.with_retry_after(full, word, reason);
             if waited.is_zero() {
                 self.observe_rejected(reason);
             } else {
@@ -1191,6 +1422,7 @@ impl Bulkhead {
                 // histogram and the caller agree.
                 self.observe_rejected_after(reason, full.waited());
             }
+            return full;
         }
         full
     }
@@ -1200,7 +1432,7 @@ impl Bulkhead {
     #[inline(always)]
     pub(crate) fn refuse_from(&self, word: Word, quiet: bool) -> BulkheadFull {
         if !quiet {
-            return self.refuse(word);
+            return self.refuse_loud(word);
         }
         if crate::observe::trace::interested() {
             self.observe_refused(word);
@@ -1208,26 +1440,80 @@ impl Bulkhead {
         BulkheadFull::refused(self.name, word.limit(), word.is_closed())
     }
 
+    /// [`refuse`](Self::refuse) for a word that is not a quiet refusal (observed, closed,
+    /// or held back for waiters): out of line, so that `try_acquire`'s inlined code stays
+    /// what it was before the retry estimate (with `refuse` inlined there, the unobserved
+    /// kept refusal and acquire + release each cost one instruction more, callgrind,
+    /// issue 32).
+    #[cold]
+    #[inline(never)]
+    fn refuse_loud(&self, word: Word) -> BulkheadFull {
+        self.refuse(word)
+    }
+
     /// The refusal of a caller that found no free permit and may not wait: `Closed` if the
     /// word says so, `Full` otherwise. Decoded from the word the caller already read.
     #[inline(always)]
     pub(crate) fn refuse(&self, word: Word) -> BulkheadFull {
         if word.is_observed() || crate::observe::trace::interested() {
-            // Ordering: Acquire — pairs with the Release store in `note_observers`.
-            match self.fast.load(Ordering::Acquire) {
-                _ if crate::observe::trace::interested() => self.observe_refused(word),
-                FAST_COUNTERS => match self.counters.get().and_then(|c| c.inline_cells()) {
-                    Some(cells) => {
-                        bump_own(&cells.rejected[RejectReason::refused_index(word.is_closed())])
-                    }
-                    None => self.observe_refused(word),
-                },
-                // A controller alone learns nothing from a refusal.
-                FAST_NONE => self.observe_refused(word),
-                _ => {}
-            }
+            return self.refuse_observed(word);
         }
         BulkheadFull::refused(self.name, word.limit(), word.is_closed())
+    }
+
+    /// [`refuse`](Self::refuse) while anyone observes: counts and tells it, and attaches
+    /// the retry estimate. Out of line, so that the unobserved refusal keeps its code (with
+    /// the counters' case inlined into `refuse`, the unobserved refusal and acquire + release
+    /// each rose by one instruction, callgrind, issue 32).
+    #[inline]
+    fn refuse_observed(&self, word: Word) -> BulkheadFull {
+        // Ordering: Acquire — pairs with the Release store in `note_observers`.
+        match self.fast.load(Ordering::Acquire) {
+            _ if crate::observe::trace::interested() => self.observe_refused(word),
+            FAST_COUNTERS => match self.counters.get().and_then(|c| c.inline_cells()) {
+                Some(cells) => {
+                    bump_own(&cells.rejected[RejectReason::refused_index(word.is_closed())])
+                }
+                None => self.observe_refused(word),
+            },
+            // A controller alone learns nothing from a refusal.
+            FAST_NONE => self.observe_refused(word),
+            _ => {}
+        }
+        let full = BulkheadFull::refused(self.name, word.limit(), word.is_closed());
+        if word.is_closed() {
+            return full;
+        }
+        self.with_retry_after(full, word, RejectReason::Full)
+    }
+
+    /// `full` with the estimate of when a slot frees for its caller, if the bulkhead is
+    /// observed and has seen calls finish (`observe::retry`). Out of line and cold: only
+    /// an observed refusal calls it.
+    #[cold]
+    #[inline(never)]
+    fn with_retry_after(
+        &self,
+        full: BulkheadFull,
+        word: Word,
+        reason: RejectReason,
+    ) -> BulkheadFull {
+        let Some(stats) = self.retry.get() else { return full };
+        let counted = || self.counters.get().map_or(0, |c| c.finished());
+        match reason {
+            RejectReason::Full
+            | RejectReason::WaitTimedOut
+            | RejectReason::TooManyWaiting
+            | RejectReason::Evicted => match stats.interval(counted) {
+                Some(interval) => {
+                    let needed = releases_needed(self.sem.waiting(), word.available());
+                    let estimate = Duration::from_nanos(interval.saturating_mul(needed));
+                    full.with_retry_after(Some(estimate))
+                }
+                None => full,
+            },
+            _ => full,
+        }
     }
 
     /// As [`refuse`](Self::refuse), for a caller that already found nobody observing (and
@@ -1507,6 +1793,9 @@ impl Bulkhead {
                 Some(cells) => bump_own(&cells.finished),
                 None => return self.observe_slow(Observed::Finished),
             }
+        } else if let Some(retry) = self.retry.get() {
+            // Observed by listeners alone: the retry estimate counts the release itself.
+            retry.untallied_release();
         }
         if !self.listeners.is_empty() {
             self.emit(BulkheadEventKind::CallFinished);

@@ -1,4 +1,7 @@
-//! What a caller asks for: how many permits, and in which [`Criticality`].
+//! What a caller asks for: how many permits, in which [`Criticality`], and how long it may
+//! wait.
+
+use core::time::Duration;
 
 use crate::engine::policy::Criticality;
 
@@ -6,7 +9,10 @@ use crate::engine::policy::Criticality;
 /// [`Criticality`]. Every weighted acquire takes one — [`try_acquire_many`],
 /// [`acquire_many`], [`acquire_many_async`], [`try_acquire_many_owned`] and
 /// [`acquire_many_owned_async`], on a plain, adaptive or keyed bulkhead alike — so richer
-/// requests need no more method names.
+/// requests need no more method names. The call verbs take one too
+/// ([`call_with`](crate::Bulkhead::call_with),
+/// [`call_async_with`](crate::Bulkhead::call_async_with)), and a request may carry its own
+/// [`max_wait`](Request::max_wait), kept by the bulkhead's timer like the configured one.
 ///
 /// A bare `u32` converts into a request for that many permits in the default class, and a
 /// bare [`Criticality`] into a request for one permit in that class, so
@@ -36,6 +42,8 @@ use crate::engine::policy::Criticality;
 pub struct Request {
     permits: u32,
     class: Criticality,
+    /// The per-call max wait; `None` when the call sets none.
+    wait: Option<Duration>,
 }
 
 impl Default for Request {
@@ -46,7 +54,7 @@ impl Default for Request {
     /// assert_eq!(Request::default(), Request::permits(1).criticality(Criticality::Default));
     /// ```
     fn default() -> Self {
-        Request { permits: 1, class: Criticality::Default }
+        Request { permits: 1, class: Criticality::Default, wait: None }
     }
 }
 
@@ -58,7 +66,7 @@ impl Request {
     /// assert_eq!(Request::permits(3).num_permits(), 3);
     /// ```
     pub const fn permits(n: u32) -> Request {
-        Request { permits: n, class: Criticality::Default }
+        Request { permits: n, class: Criticality::Default, wait: None }
     }
 
     /// The same request in class `class`.
@@ -69,7 +77,47 @@ impl Request {
     /// assert_eq!(request.class(), Criticality::Critical);
     /// ```
     pub const fn criticality(self, class: Criticality) -> Request {
-        Request { permits: self.permits, class }
+        Request { permits: self.permits, class, wait: self.wait }
+    }
+
+    /// The same request with a max wait of its own: the call waits at most the smaller of
+    /// `wait` and the bulkhead's `max_wait_duration` (the operator's bound stays a bound),
+    /// sync or async, on any executor. The bulkhead's own deadline timer keeps it, exactly
+    /// like the configured max wait, so an async wait needs no runtime timer. A zero wait
+    /// means try only: the call is granted at once or refused, and never queues.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason, Request};
+    /// let config = BulkheadConfig::builder()
+    ///     .max_concurrent_calls(1)
+    ///     .max_wait_duration(Duration::from_secs(10))
+    ///     .build()?;
+    /// let bulkhead = Bulkhead::new("bank", config);
+    /// let _held = bulkhead.try_acquire()?;
+    /// // This call gives up after 2 ms, not after the bulkhead's 10 s.
+    /// let err = bulkhead.acquire_many(Request::permits(1).max_wait(Duration::from_millis(2))).unwrap_err();
+    /// assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+    /// // A zero wait never queues.
+    /// let err = bulkhead.call_with(Request::default().max_wait(Duration::ZERO), || ()).unwrap_err();
+    /// assert_eq!(err.reason(), RejectReason::Full);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub const fn max_wait(self, wait: Duration) -> Request {
+        Request { permits: self.permits, class: self.class, wait: Some(wait) }
+    }
+
+    /// The effective max wait of this request on a bulkhead whose configured max wait is
+    /// `configured`: the smaller of the two.
+    #[inline]
+    pub(crate) fn wait_within(self, configured: Duration) -> Duration {
+        wait_within(self.wait, configured)
+    }
+
+    /// The request's own max wait, if it sets one.
+    #[inline]
+    pub(crate) const fn own_wait(self) -> Option<Duration> {
+        self.wait
     }
 
     /// The permits asked for.
@@ -110,5 +158,14 @@ impl From<Criticality> for Request {
     /// One permit in `class`.
     fn from(class: Criticality) -> Request {
         Request::permits(1).criticality(class)
+    }
+}
+
+/// The smaller of a request's own max wait (if any) and `configured`.
+#[inline]
+pub(crate) fn wait_within(own: Option<Duration>, configured: Duration) -> Duration {
+    match own {
+        Some(own) if own < configured => own,
+        _ => configured,
     }
 }

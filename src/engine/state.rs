@@ -163,7 +163,7 @@ use crate::engine::policy::{Criticality, QueueOrder};
 use crate::engine::sync::{
     AtomicU64, AtomicUsize, Clock, Instant, Mutex, MutexGuard, Ordering, Thread,
 };
-use crate::engine::timer::Expire;
+use crate::engine::timer::{Binding, Expire};
 
 const WAITERS: u64 = 1;
 const CLOSED: u64 = 1 << 1;
@@ -1095,6 +1095,9 @@ pub(crate) struct Core {
     headroom: AtomicUsize,
     /// This core, for the deadline timer (which holds it by a `Weak`).
     this: Weak<Core>,
+    /// The timer its deadlines go to: the process's (`None`) or an embedder's. Read only
+    /// when a deadline is armed, never on the fast paths.
+    timer: Binding,
 }
 
 impl Core {
@@ -1107,7 +1110,7 @@ impl Core {
     fn schedule(&self, at: Option<Instant>) {
         if let Some(at) = at {
             let this: Weak<dyn Expire> = self.this.clone();
-            crate::engine::timer::schedule(at, this);
+            crate::engine::timer::schedule(&self.timer, at, this);
         }
     }
 
@@ -1162,8 +1165,9 @@ impl Expire for Core {
 }
 
 impl Semaphore {
-    /// A semaphore with `limit` permits, all free. `limit` must be ≤ `MAX_PERMITS`.
-    pub(crate) fn new(limit: usize) -> Semaphore {
+    /// A semaphore with `limit` permits, all free, whose deadlines go to `timer`. `limit`
+    /// must be ≤ `MAX_PERMITS`.
+    pub(crate) fn new(limit: usize, timer: Binding) -> Semaphore {
         Semaphore(Arc::new_cyclic(|this| Core {
             state: CachePadded::new(AtomicU64::new(Word::encode(limit as i64, limit, 0).0)),
             queue: Mutex::new(Queue::new()),
@@ -1171,6 +1175,7 @@ impl Semaphore {
             clock: Clock::new(),
             headroom: AtomicUsize::new(0),
             this: this.clone(),
+            timer,
         }))
     }
 }

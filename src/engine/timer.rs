@@ -23,6 +23,15 @@
 //! precision is the operating system's timed park (tens of microseconds on Linux), not a
 //! runtime's 1 ms tick.
 //!
+//! # A timer the runtime owns
+//!
+//! A runtime (or a library embedding the bulkhead) with a timer wheel of its own binds its
+//! bulkheads to a [`Timer`] handle: their deadlines go to that handle's heap, the runtime is
+//! told through the handle's callback whenever the earliest deadline moves earlier, and it
+//! calls [`Timer::fire_expired`] at that instant. Nothing polls, no thread is started, and
+//! nothing process-wide changes: other bulkheads of the process keep the thread (or the
+//! process-wide switch below). See [`Timer`] for the contract.
+//!
 //! # Without the thread
 //!
 //! A thread is a cost some users cannot pay: targets without threads, processes that fork,
@@ -49,9 +58,11 @@
 //! thread: the model clock is the timer, and advancing it fires the deadlines it passes
 //! (see `bulkhead::model`).
 
-use std::sync::Weak;
+use std::cmp::{Ordering as CmpOrdering, Reverse};
+use std::collections::BinaryHeap;
+use std::sync::{Arc, Weak};
 
-use crate::engine::sync::Instant;
+use crate::engine::sync::{Clock, Instant, Mutex};
 
 /// What the timer fires: a queue that withdraws the waits whose deadline passed. The timer
 /// (and the model clock) need only this, not the queue's type.
@@ -63,12 +74,264 @@ pub(crate) trait Expire: Send + Sync {
     fn expire(&self, fired: Instant, now: Instant);
 }
 
-/// Asks the timer to call `list.expire` once `at` has passed.
-pub(crate) fn schedule(at: Instant, list: Weak<dyn Expire>) {
+/// Which timer a queue's deadlines go to: `None` is the process's (the `bulkhead-timer`
+/// thread, or the model clock under the checkers), `Some` an embedder's [`Timer`]. Set when
+/// the semaphore is made and never changed, so the fast paths never read it.
+pub(crate) type Binding = Option<Arc<Shared>>;
+
+/// Asks the queue's timer to call `list.expire` once `at` has passed. The caller holds no
+/// lock of ours (an embedder's timer calls its callback from here).
+pub(crate) fn schedule(binding: &Binding, at: Instant, list: Weak<dyn Expire>) {
+    if let Some(own) = binding {
+        own.schedule(at, list);
+        return;
+    }
     #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
     crate::engine::sync::model_clock().schedule(at, list);
     #[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
     imp::schedule(at, list);
+}
+
+/// A deadline and the queue it belongs to. Ordered by deadline, then by arrival.
+struct Entry {
+    at: Instant,
+    seq: u64,
+    list: Weak<dyn Expire>,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> CmpOrdering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// Every armed deadline of one timer (the process's or an embedder's). Only `Weak`s and
+/// instants: nothing foreign runs or drops under the lock that guards it (a dead `Weak`
+/// dropped there frees no bulkhead).
+#[derive(Default)]
+struct Heap {
+    entries: BinaryHeap<Reverse<Entry>>,
+    seq: u64,
+}
+
+impl Heap {
+    /// Arms `at` for `list`; returns whether it is now the earliest deadline armed.
+    fn push(&mut self, at: Instant, list: Weak<dyn Expire>) -> bool {
+        let earliest = self.entries.peek().map_or(true, |Reverse(top)| at < top.at);
+        let seq = self.seq;
+        self.seq += 1;
+        self.entries.push(Reverse(Entry { at, seq, list }));
+        earliest
+    }
+
+    fn next(&self) -> Option<Instant> {
+        self.entries.peek().map(|Reverse(top)| top.at)
+    }
+}
+
+/// Fires every entry of `heap` due by now, one at a time and each outside the lock, and
+/// returns the earliest deadline left.
+fn fire(heap: &Mutex<Heap>) -> Option<Instant> {
+    let clock = Clock::new();
+    loop {
+        let mut locked = heap.lock();
+        let now = clock.now();
+        match locked.next() {
+            Some(at) if at <= now => {}
+            next => return next,
+        }
+        let Some(Reverse(entry)) = locked.entries.pop() else {
+            unreachable!("peeked above");
+        };
+        drop(locked);
+        // Upgraded outside our lock, and the strong reference dropped outside it too: if
+        // the bulkhead went away meanwhile, this drop frees its queue here.
+        if let Some(list) = entry.list.upgrade() {
+            list.expire(entry.at, now);
+        }
+    }
+}
+
+/// What an embedder's [`Timer`] shares with the bulkheads bound to it.
+pub(crate) struct Shared {
+    heap: Mutex<Heap>,
+    /// The embedder's callback: foreign code, called after unlocking, its panic contained.
+    on_earlier: Box<dyn Fn(Instant) + Send + Sync>,
+}
+
+impl Shared {
+    fn schedule(&self, at: Instant, list: Weak<dyn Expire>) {
+        let earliest = self.heap.lock().push(at, list);
+        if earliest {
+            let call = std::panic::AssertUnwindSafe(|| (self.on_earlier)(at));
+            if let Err(payload) = std::panic::catch_unwind(call) {
+                crate::engine::foreign::contained(payload, "a timer's callback");
+            }
+        }
+    }
+}
+
+impl core::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let heap = self.heap.lock();
+        let (armed, next) = (heap.entries.len(), heap.next());
+        drop(heap);
+        f.debug_struct("Timer").field("armed", &armed).field("next", &next).finish()
+    }
+}
+
+/// A deadline timer that belongs to whoever embeds the bulkhead (a runtime with a timer
+/// wheel of its own), instead of the process-wide `bulkhead-timer` thread.
+///
+/// Bind bulkheads to it when they are made
+/// ([`Bulkhead::with_timer`](crate::Bulkhead::with_timer),
+/// [`KeyedBulkheadBuilder::timer`](crate::keyed::KeyedBulkheadBuilder::timer),
+/// [`BulkheadRegistryBuilder::timer`](crate::registry::BulkheadRegistryBuilder::timer)).
+/// Their bounded async waits then arm their deadlines here, and never start or touch the
+/// process thread or the process-wide [`fire_expired`](crate::timer::fire_expired) (which
+/// keeps serving every unbound bulkhead, as does `disable_thread`).
+///
+/// The contract with the runtime:
+///
+/// - The callback given to [`Timer::new`] is called with an instant whenever the earliest
+///   deadline armed on this timer moves earlier (a first deadline, or one before every
+///   other). Call [`fire_expired`](Timer::fire_expired) at or after that instant.
+/// - `fire_expired` withdraws and wakes every wait due and returns the next deadline:
+///   call it again at that instant. Keep the earliest of every instant you were given (a
+///   callback may come while `fire_expired` runs, with an instant earlier than the one it
+///   then returns); a fire earlier than needed costs little and expires nothing.
+/// - Nothing needs polling: between those instants no deadline of this timer is due.
+///
+/// The callback is foreign code: it runs on the thread that armed the deadline (a task
+/// polling its wait, a release, or `fire_expired` re-arming), after that thread left every
+/// lock of ours, so it may call back into the bulkhead or this timer (even `fire_expired`).
+/// A panic in it is contained (reported under the `tracing` feature, never re-raised):
+/// the deadline stays armed and is fired by the next `fire_expired`. It should be quick
+/// (record the instant, wake the runtime's timer): it delays the task that armed it.
+///
+/// `Timer` is a cheap handle (`Clone` shares it). The bulkheads bound to it keep it alive;
+/// it holds no strong reference to any of them. A callback that owns an `Arc` of a bound
+/// bulkhead makes a cycle that is never freed: capture a `Weak` or the runtime's handle.
+/// If the runtime stops calling `fire_expired`, a bounded wait still ends when its future
+/// is polled after its deadline, but nothing wakes it to be polled.
+///
+/// # Examples
+///
+/// A runtime's timer reduced to a list of instants: the callback records each, and the
+/// runtime fires the handle when the earliest has passed.
+///
+/// ```
+/// use std::future::Future;
+/// use std::sync::{Arc, Mutex};
+/// use std::time::{Duration, Instant};
+/// use bulkhead::timer::Timer;
+/// use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
+///
+/// let wakeups = Arc::new(Mutex::new(Vec::<Instant>::new()));
+/// let timer = Timer::new({
+///     let wakeups = Arc::clone(&wakeups);
+///     move |at| wakeups.lock().unwrap().push(at)
+/// });
+/// let config = BulkheadConfig::builder()
+///     .max_concurrent_calls(1)
+///     .max_wait_duration(Duration::from_millis(2))
+///     .build()?;
+/// let bulkhead = Bulkhead::with_timer("bank", config, &timer);
+/// let _held = bulkhead.try_acquire()?;
+///
+/// let mut wait = Box::pin(bulkhead.acquire_async());
+/// let waker = futures::task::noop_waker();
+/// let mut cx = std::task::Context::from_waker(&waker);
+/// assert!(wait.as_mut().poll(&mut cx).is_pending()); // queued: its deadline is armed
+/// let at = wakeups.lock().unwrap()[0];               // the callback said when
+///
+/// std::thread::sleep(at.saturating_duration_since(Instant::now()));
+/// assert_eq!(timer.fire_expired(), None);            // the wait expired; nothing else armed
+/// let refused = match wait.as_mut().poll(&mut cx) {
+///     std::task::Poll::Ready(result) => result.unwrap_err(),
+///     std::task::Poll::Pending => unreachable!("withdrawn by the fire"),
+/// };
+/// assert_eq!(refused.reason(), RejectReason::WaitTimedOut);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Timer {
+    shared: Arc<Shared>,
+}
+
+impl core::fmt::Debug for Timer {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.shared.fmt(f)
+    }
+}
+
+impl Timer {
+    /// A timer with no deadline armed; `on_earlier` is called with the new earliest
+    /// deadline whenever one is armed before every other (see [`Timer`] for the contract).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let timer = bulkhead::timer::Timer::new(|at| println!("fire me at {at:?}"));
+    /// assert_eq!(timer.next_deadline(), None);
+    /// ```
+    pub fn new(on_earlier: impl Fn(Instant) + Send + Sync + 'static) -> Timer {
+        Timer {
+            shared: Arc::new(Shared {
+                heap: Mutex::new(Heap::default()),
+                on_earlier: Box::new(on_earlier),
+            }),
+        }
+    }
+
+    /// Withdraws and wakes every bounded async wait of the bulkheads bound to this timer
+    /// whose deadline has passed, and returns the earliest deadline still armed (`None`:
+    /// none is; the callback says when one is armed again).
+    ///
+    /// The woken waits run when their executor polls them; nothing of theirs runs here, and
+    /// no lock is held while a waker or the callback is called (a waker's panic is
+    /// contained). Safe to call at any time, from any thread, also from the callback.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let timer = bulkhead::timer::Timer::new(|_| {});
+    /// assert_eq!(timer.fire_expired(), None); // nothing armed: nothing to do
+    /// ```
+    pub fn fire_expired(&self) -> Option<Instant> {
+        fire(&self.shared.heap)
+    }
+
+    /// The earliest deadline armed on this timer, without firing anything.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let timer = bulkhead::timer::Timer::new(|_| {});
+    /// assert_eq!(timer.next_deadline(), None);
+    /// ```
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.shared.heap.lock().next()
+    }
+
+    /// The binding a semaphore made for this timer keeps.
+    pub(crate) fn binding(&self) -> Binding {
+        Some(Arc::clone(&self.shared))
+    }
 }
 
 #[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
@@ -76,47 +339,12 @@ pub use imp::{disable_thread, fire_expired};
 
 #[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
 mod imp {
-    use std::cmp::{Ordering as CmpOrdering, Reverse};
-    use std::collections::BinaryHeap;
     use std::sync::Weak;
 
-    use super::Expire;
+    use super::{Expire, Heap};
     use crate::engine::sync::{Clock, Instant, Mutex, OnceLock, Thread};
 
-    /// A deadline and the queue it belongs to. Ordered by deadline, then by arrival.
-    struct Entry {
-        at: Instant,
-        seq: u64,
-        list: Weak<dyn Expire>,
-    }
-
-    impl PartialEq for Entry {
-        fn eq(&self, other: &Self) -> bool {
-            (self.at, self.seq) == (other.at, other.seq)
-        }
-    }
-
-    impl Eq for Entry {}
-
-    impl PartialOrd for Entry {
-        fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
-            Some(self.cmp(other))
-        }
-    }
-
-    impl Ord for Entry {
-        fn cmp(&self, other: &Self) -> CmpOrdering {
-            (self.at, self.seq).cmp(&(other.at, other.seq))
-        }
-    }
-
-    #[derive(Default)]
-    struct Heap {
-        entries: BinaryHeap<Reverse<Entry>>,
-        seq: u64,
-    }
-
-    struct Timer {
+    struct Process {
         /// Every armed deadline. Only `Weak`s and instants: nothing foreign runs or drops
         /// under this lock (a dead `Weak` dropped here frees no bulkhead).
         heap: Mutex<Heap>,
@@ -125,19 +353,14 @@ mod imp {
         thread: OnceLock<Option<Thread>>,
     }
 
-    fn timer() -> &'static Timer {
-        static TIMER: OnceLock<Timer> = OnceLock::new();
-        TIMER.get_or_init(|| Timer { heap: Mutex::new(Heap::default()), thread: OnceLock::new() })
+    fn timer() -> &'static Process {
+        static TIMER: OnceLock<Process> = OnceLock::new();
+        TIMER.get_or_init(|| Process { heap: Mutex::new(Heap::default()), thread: OnceLock::new() })
     }
 
     pub(super) fn schedule(at: Instant, list: Weak<dyn Expire>) {
         let timer = timer();
-        let mut heap = timer.heap.lock();
-        let earliest = heap.entries.peek().map_or(true, |Reverse(top)| at < top.at);
-        let seq = heap.seq;
-        heap.seq += 1;
-        heap.entries.push(Reverse(Entry { at, seq, list }));
-        drop(heap);
+        let earliest = timer.heap.lock().push(at, list);
         let thread = timer.thread.get_or_init(spawn);
         if earliest {
             if let Some(thread) = thread {
@@ -222,25 +445,6 @@ mod imp {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn fire_expired() -> Option<Instant> {
-        let timer = timer();
-        let clock = Clock::new();
-        loop {
-            let mut heap = timer.heap.lock();
-            let now = clock.now();
-            match heap.entries.peek() {
-                Some(Reverse(top)) if top.at <= now => {}
-                Some(Reverse(top)) => return Some(top.at),
-                None => return None,
-            }
-            let Some(Reverse(entry)) = heap.entries.pop() else {
-                unreachable!("peeked above");
-            };
-            drop(heap);
-            // Upgraded outside our lock, and the strong reference dropped outside it too: if
-            // the bulkhead went away meanwhile, this drop frees its queue here.
-            if let Some(list) = entry.list.upgrade() {
-                list.expire(entry.at, now);
-            }
-        }
+        super::fire(&timer().heap)
     }
 }

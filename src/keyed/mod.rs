@@ -158,6 +158,7 @@ use crate::bulkhead::request::Request;
 use crate::bulkhead::Bulkhead;
 use crate::engine::state::Word;
 use crate::engine::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::engine::timer::{Binding, Timer};
 use crate::observe::event::{BulkheadEvent, BulkheadEventKind};
 use crate::observe::metrics::BulkheadMetrics;
 use crate::observe::name::{Name, INLINE_CAPACITY};
@@ -228,6 +229,8 @@ pub struct KeyedBulkhead<K, S = RandomState> {
     refused_keys: AtomicU64,
     /// Guaranteed shares of the total, if any key has one (`share.rs`).
     shares: Option<share::Shares<K>>,
+    /// The timer every bulkhead of this family (each key's, the total) keeps its deadlines on.
+    timer: Binding,
 }
 
 /// One shard of the live keys, and whether a close has passed it, under the shard's lock, so
@@ -287,6 +290,7 @@ pub struct KeyedBulkheadBuilder<K, S = RandomState> {
     shards: Option<usize>,
     /// Guaranteed shares of the total (`share.rs`).
     shares: share::Shares<K>,
+    timer: Binding,
 }
 
 impl<K: fmt::Debug, S> fmt::Debug for KeyedBulkheadBuilder<K, S> {
@@ -311,6 +315,15 @@ where
     /// The same builder under another name (the registry names what it builds).
     pub(crate) fn named(mut self, name: &str) -> Self {
         name.clone_into(&mut self.name);
+        self
+    }
+
+    /// Binds the family to `timer` unless the builder was bound already (a registry's
+    /// timer is the default for what it builds).
+    pub(crate) fn timer_unless_bound(mut self, timer: Option<&Timer>) -> Self {
+        if self.timer.is_none() {
+            self.timer = timer.and_then(Timer::binding);
+        }
         self
     }
 
@@ -393,6 +406,7 @@ where
             hasher,
             shards: self.shards,
             shares: self.shares,
+            timer: self.timer,
         }
     }
 
@@ -411,6 +425,24 @@ where
     /// ```
     pub fn shards(mut self, shards: usize) -> Self {
         self.shards = Some(shards);
+        self
+    }
+
+    /// Binds every bulkhead of the family (each key's, the fallback key's and the total) to
+    /// `timer`, a [`Timer`] the embedder drives: their bounded async waits keep their
+    /// deadlines there, never on the process-wide `bulkhead-timer` thread (see
+    /// [`Bulkhead::with_timer`]). Default: the process's timer.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// use bulkhead::timer::Timer;
+    /// let timer = Timer::new(|at| println!("wake the runtime at {at:?}"));
+    /// let hosts = KeyedBulkhead::<u32>::builder("hosts").timer(&timer).build()?;
+    /// let _permit = hosts.try_acquire(&7)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn timer(mut self, timer: &Timer) -> Self {
+        self.timer = timer.binding();
         self
     }
 
@@ -441,8 +473,11 @@ where
         let shards = shards.next_power_of_two();
         let closed_config = BulkheadConfig::builder().max_concurrent_calls(0).build()?;
         let mut keyed = KeyedBulkhead {
-            total: self.total.map(|config| Arc::new(Bulkhead::new(self.name.clone(), config))),
-            close_signal: Bulkhead::new(self.name.clone(), closed_config),
+            total: self.total.map(|config| {
+                Arc::new(Bulkhead::bound(self.name.clone(), config, self.timer.clone()))
+            }),
+            close_signal: Bulkhead::bound(self.name.clone(), closed_config, self.timer.clone()),
+            timer: self.timer,
             name: self.name,
             settings: Mutex::new(Settings {
                 default: self.default,
@@ -712,6 +747,7 @@ where
             hasher: RandomState::new(),
             shards: None,
             shares: share::Shares::default(),
+            timer: None,
         }
     }
 }
@@ -740,7 +776,7 @@ where
             (settings.config_for(key).clone(), settings.version)
         };
         // The name (the key's `Display`) is made after the settings lock is released.
-        (Bulkhead::new(format!("{}/{}", self.name, key), config), version)
+        (Bulkhead::bound(format!("{}/{}", self.name, key), config, self.timer.clone()), version)
     }
 
     /// The shard of a key with this hash. Bits 40.. of the hash: not the low bits the
@@ -1449,13 +1485,31 @@ where
         key: &K,
         request: impl Into<Request>,
     ) -> Result<OwnedKeyedPermit, BulkheadFull> {
-        let request = request.into();
+        self.many_owned(
+            key,
+            request.into(),
+            |key, request| key.try_acquire_many(request),
+            |total, request| total.try_acquire_many_owned(request),
+        )
+    }
+
+    /// The owned many-slot verbs' one body: `n` slots of `key` taken by `at_key`, wrapped at
+    /// once in their owned guard, then `n` of the total by `at_total` (the key's given back
+    /// if the total refuses).
+    #[inline]
+    fn many_owned(
+        &self,
+        key: &K,
+        request: Request,
+        at_key: impl FnOnce(&Bulkhead, Request) -> Result<Permit<'_>, BulkheadFull>,
+        at_total: impl FnOnce(&Arc<Bulkhead>, Request) -> Result<OwnedPermit, BulkheadFull>,
+    ) -> Result<OwnedKeyedPermit, BulkheadFull> {
         let n = request.num_permits();
         self.total_admits(n)?;
-        let (bulkhead, mark) = take(self.bulkhead_for(key)?, |key| key.try_acquire_many(request))?;
+        let (bulkhead, mark) = take(self.bulkhead_for(key)?, |key| at_key(key, request))?;
         let key_permit = OwnedPermit::with_permits(bulkhead, n, mark);
         let request = self.share_request(key, key_permit.bulkhead(), request);
-        let total = self.total.as_ref().map(|total| total.try_acquire_many_owned(request));
+        let total = self.total.as_ref().map(|total| at_total(total, request));
         both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
     }
 
@@ -1493,6 +1547,190 @@ where
         let looked_up =
             self.total_admits(request.num_permits()).and_then(|()| self.bulkhead_for(key));
         AcquireOwnedKeyed::new(looked_up, self.total.clone(), request)
+    }
+
+    /// Takes `n` slots of `key` and `n` of the total at once, waiting at most `wait` in all
+    /// (and at most the request's own [`max_wait`](Request::max_wait)), instead of the
+    /// configured max waits: the weighted [`acquire_timeout`](Self::acquire_timeout). The
+    /// total gets what the key's wait left. A zero wait never queues.
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread for up to that wait.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many), with that wait as the max wait.
+    ///
+    /// # Panics
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{BulkheadConfig, RejectReason, keyed::KeyedBulkhead};
+    /// let hosts = KeyedBulkhead::<&str>::builder("hosts")
+    ///     .default_config(BulkheadConfig::builder().max_concurrent_calls(3).build()?)
+    ///     .build()?;
+    /// let held = hosts.try_acquire(&"a.example")?;
+    /// let err = hosts.acquire_many_timeout(&"a.example", 3, Duration::from_millis(2)).unwrap_err();
+    /// assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+    /// drop(held);
+    /// assert_eq!(hosts.acquire_many_timeout(&"a.example", 3, Duration::from_millis(2))?.num_permits(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_many_timeout(
+        &self,
+        key: &K,
+        request: impl Into<Request>,
+        wait: Duration,
+    ) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        let request = request.into();
+        let wait = request.wait_within(wait);
+        let clock = crate::engine::sync::Clock::new();
+        let deadline = clock.deadline(clock.now(), wait);
+        self.many(key, request, |bulkhead, request| {
+            // What the key's wait left of `wait` (all of it, at the key).
+            let left = deadline.map_or(wait, |d| clock.between(clock.now(), d));
+            bulkhead.acquire_many_timeout(request, left)
+        })
+    }
+
+    /// Takes `n` slots of `key` and `n` of the total at once as an owned permit, waiting as
+    /// [`acquire_many`](Self::acquire_many) does: the blocking
+    /// [`acquire_many_owned_async`](Self::acquire_many_owned_async).
+    ///
+    /// # Blocking
+    ///
+    /// Blocks the calling thread as [`acquire_many`](Self::acquire_many) does.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Panics
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build()?;
+    /// let permit = tenants.acquire_many_owned(&42, 3)?;
+    /// std::thread::spawn(move || assert_eq!(permit.num_permits(), 3)).join().unwrap();
+    /// assert_eq!(tenants.key_metrics(&42).unwrap().in_flight_calls(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_many_owned(
+        &self,
+        key: &K,
+        request: impl Into<Request>,
+    ) -> Result<OwnedKeyedPermit, BulkheadFull> {
+        self.many_owned(
+            key,
+            request.into(),
+            |key, request| key.acquire_many(request),
+            |total, request| total.acquire_many_owned(request),
+        )
+    }
+
+    /// Runs `f` on the calling thread with the slots `request` asks for held at `key` and at
+    /// the total (its count, its criticality, its own [`max_wait`](Request::max_wait) at
+    /// each level): the keyed [`Bulkhead::call_with`]. The slots are released when `f`
+    /// returns or unwinds.
+    ///
+    /// # Blocking
+    ///
+    /// Waits like [`acquire_many`](Self::acquire_many), then for as long as `f` runs.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many); `f` does not run.
+    ///
+    /// ```
+    /// use bulkhead::{Criticality, Request, keyed::KeyedBulkhead};
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build()?;
+    /// let request = Request::permits(2).criticality(Criticality::Critical);
+    /// let held = tenants.call_with(&42, request, || tenants.key_metrics(&42).unwrap().in_flight_calls())?;
+    /// assert_eq!(held, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn call_with<T>(
+        &self,
+        key: &K,
+        request: impl Into<Request>,
+        f: impl FnOnce() -> T,
+    ) -> Result<T, BulkheadFull> {
+        let _permit = self.acquire_many(key, request)?;
+        Ok(f())
+    }
+
+    /// Awaits `fut` in the calling task with the slots `request` asks for held at `key` and
+    /// at the total until it completes or is dropped: the keyed
+    /// [`Bulkhead::call_async_with`]. Each level waits at most the smaller of its configured
+    /// max wait and the request's own [`max_wait`](Request::max_wait), kept by that
+    /// bulkhead's timer, on any executor.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire_many_async`](Self::acquire_many_async); once `fut` runs, dropping the
+    /// future drops `fut` and releases the slots.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many); `fut` is not polled.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bulkhead::{Request, keyed::KeyedBulkhead};
+    /// # futures::executor::block_on(async {
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build()?;
+    /// let request = Request::permits(3).max_wait(Duration::from_millis(5));
+    /// assert_eq!(tenants.call_async_with(&42, request, async { 7 }).await?, 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(()) })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn call_async_with<F: Future>(
+        &self,
+        key: &K,
+        request: impl Into<Request>,
+        fut: F,
+    ) -> Result<F::Output, BulkheadFull> {
+        let _permit = self.acquire_many_async(key, request).await?;
+        Ok(fut.await)
+    }
+
+    /// Awaits `fut` with an owned slot of `key` (and of the total) held: the non-fallible
+    /// [`call_owned_async_fallible`](Self::call_owned_async_fallible). The key is looked up
+    /// when this is called; the future is `Send + 'static` when `fut` is.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire_owned_async`](Self::acquire_owned_async); once `fut` runs, dropping the
+    /// future drops `fut` and releases the slots.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire); `fut` is not polled.
+    ///
+    /// ```
+    /// use bulkhead::keyed::KeyedBulkhead;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build()?;
+    /// assert_eq!(tokio::spawn(tenants.call_owned_async(&7, async { 7 })).await??, 7);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn call_owned_async<F: Future + Send + 'static>(
+        &self,
+        key: &K,
+        fut: F,
+    ) -> impl Future<Output = Result<F::Output, BulkheadFull>> + Send + 'static {
+        let acquire = self.acquire_owned_async(key);
+        async move {
+            let _permit = acquire.await?;
+            Ok(fut.await)
+        }
     }
 
     /// Runs `f` on the calling thread with a slot of `key` (and of the total) held; the
@@ -1587,6 +1825,75 @@ where
     {
         let _permit = self.acquire(key)?;
         f()
+    }
+
+    /// Runs `f`, which can fail, with the slots `request` asks for held at `key` and at the
+    /// total, a refusal mapped into `E`: the keyed [`Bulkhead::call_fallible_with`].
+    ///
+    /// # Blocking
+    ///
+    /// Waits like [`acquire_many`](Self::acquire_many), then for as long as `f` runs.
+    ///
+    /// # Errors
+    ///
+    /// `E::from(BulkheadFull)` when the slots were not granted (`f` does not run); otherwise
+    /// what `f` gave.
+    ///
+    /// ```
+    /// use bulkhead::{Criticality, keyed::KeyedBulkhead};
+    /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build()?;
+    /// let ok: Result<u32, BoxError> = tenants.call_fallible_with(&7, Criticality::Critical, || Ok(7));
+    /// assert_eq!(ok.unwrap(), 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn call_fallible_with<T, E>(
+        &self,
+        key: &K,
+        request: impl Into<Request>,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<BulkheadFull>,
+    {
+        let _permit = self.acquire_many(key, request)?;
+        f()
+    }
+
+    /// Awaits `fut`, which can fail, with the slots `request` asks for held at `key` and at
+    /// the total, a refusal mapped into `E`: the keyed [`Bulkhead::call_async_fallible_with`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call_async_with`](Self::call_async_with).
+    ///
+    /// # Errors
+    ///
+    /// `E::from(BulkheadFull)` when the slots were not granted (`fut` is not polled);
+    /// otherwise what `fut` gave.
+    ///
+    /// ```
+    /// use bulkhead::{Request, keyed::KeyedBulkhead};
+    /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+    /// # futures::executor::block_on(async {
+    /// let tenants = KeyedBulkhead::<u64>::builder("api").build()?;
+    /// let ok: Result<u32, BoxError> = tenants.call_async_fallible_with(&7, Request::permits(2), async { Ok(7) }).await;
+    /// assert_eq!(ok.unwrap(), 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(()) })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn call_async_fallible_with<T, E, F>(
+        &self,
+        key: &K,
+        request: impl Into<Request>,
+        fut: F,
+    ) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<BulkheadFull>,
+    {
+        let _permit = self.acquire_many_async(key, request).await?;
+        fut.await
     }
 
     /// Awaits `fut`, which can fail, with a slot of `key` (and of the total) held, and gives

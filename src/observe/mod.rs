@@ -64,6 +64,7 @@ pub(crate) mod event;
 pub(crate) mod metrics;
 pub(crate) mod name;
 pub(crate) mod reason;
+pub(crate) mod retry;
 pub(crate) mod trace;
 
 use core::time::Duration;
@@ -264,6 +265,18 @@ impl Counters {
         }
         counts.add(&self.shared);
         counts
+    }
+
+    /// The calls finished, summed over every slot (the retry estimate's release count).
+    pub(crate) fn finished(&self) -> u64 {
+        let mut sum = 0u64;
+        let mut add = |cells: &Cells| sum = sum.wrapping_add(read(&cells.finished));
+        self.first.iter().for_each(|cells| add(cells));
+        for bucket in self.more.iter().filter_map(OnceLock::get) {
+            bucket.iter().for_each(|cells| add(cells));
+        }
+        add(&self.shared);
+        sum
     }
 
     /// The slow-path waits that ended with `outcome`.

@@ -150,7 +150,8 @@ impl BulkheadRegistry {
         // bulkhead is named after it), and a failed or unused build drops the builder's keys,
         // user code that never runs under our lock. A build that loses the race below is
         // dropped after the lock.
-        let keyed = Arc::new(builder.named(name).build().map_err(RegistryError::Config)?);
+        let builder = builder.named(name).timer_unless_bound(self.timer.as_ref());
+        let keyed = Arc::new(builder.build().map_err(RegistryError::Config)?);
         let mut inner = self.inner.write();
         // Another thread may have created it meanwhile: the first one wins.
         if let Some(entry) = inner.keyed.get(name) {

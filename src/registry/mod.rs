@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::bulkhead::config::BulkheadConfig;
+use crate::bulkhead::config::{BulkheadConfig, ConfigError};
 use crate::bulkhead::Bulkhead;
+use crate::engine::timer::Timer;
 
 /// The name of the registry's default configuration. It is reserved: it can be read but
 /// neither overwritten nor removed.
@@ -74,6 +75,8 @@ pub struct BulkheadRegistry {
     pub(crate) inner: RwLock<Inner>,
     /// Set when the registry was built from a configuration file.
     pub(crate) source: Option<FileSource>,
+    /// The timer every bulkhead the registry creates is bound to (`None`: the process's).
+    pub(crate) timer: Option<Timer>,
 }
 
 /// The file a registry was built from: which names it defines, and whether asking for
@@ -214,7 +217,7 @@ pub enum RegistryError {
     },
     /// A keyed bulkhead's builder, or a spec's adaptive limit, refused its configuration
     /// ([`BulkheadRegistry::keyed_with`], [`BulkheadRegistry::bulkhead_with`]).
-    Config(crate::ConfigError),
+    Config(ConfigError),
     /// A [strict](BulkheadRegistry::strict) registry built from a configuration file was
     /// asked ([`BulkheadRegistry::try_bulkhead`]) for a bulkhead its file does not define.
     NotInFile {
@@ -281,6 +284,7 @@ impl BulkheadRegistry {
             registry_tags: BTreeMap::new(),
             inner: RwLock::new(Inner::default()),
             source: None,
+            timer: None,
         }
     }
 
@@ -302,6 +306,7 @@ impl BulkheadRegistry {
             default_config: BulkheadConfig::default(),
             configs: Vec::new(),
             tags: BTreeMap::new(),
+            timer: None,
         }
     }
 
@@ -425,7 +430,7 @@ impl BulkheadRegistry {
     /// registry and [`try_bulkhead`](Self::try_bulkhead).
     pub fn bulkhead(&self, name: &str) -> Arc<Bulkhead> {
         self.get_or_create(name, true, || {
-            (Bulkhead::new(name, self.default_config()), BTreeMap::new())
+            (self.new_bulkhead(name, self.default_config()), BTreeMap::new())
         })
     }
 
@@ -583,12 +588,20 @@ impl BulkheadRegistry {
         }
         // The bulkhead and its limit are made before any lock of ours: attaching an adaptive
         // limit runs no user code, but its error must leave nothing registered.
-        let bulkhead = Bulkhead::new(name, config);
+        let bulkhead = self.new_bulkhead(name, config);
         if let Some(limit) = spec.adaptive {
             bulkhead.set_adaptive_limit(limit).map_err(RegistryError::Config)?;
         }
         let tags = spec.tags;
         Ok(self.get_or_create(name, false, || (bulkhead, tags)))
+    }
+
+    /// A bulkhead as this registry creates it: bound to the registry's timer, if it has one.
+    fn new_bulkhead(&self, name: &str, config: BulkheadConfig) -> Bulkhead {
+        match &self.timer {
+            Some(timer) => Bulkhead::with_timer(name, config, timer),
+            None => Bulkhead::new(name, config),
+        }
     }
 
     /// `with_default`: the caller gave no configuration (a file-backed registry reports a
@@ -854,6 +867,7 @@ pub struct BulkheadRegistryBuilder {
     default_config: BulkheadConfig,
     configs: Vec<(String, BulkheadConfig)>,
     tags: BTreeMap<String, String>,
+    timer: Option<Timer>,
 }
 
 impl BulkheadRegistryBuilder {
@@ -917,6 +931,24 @@ impl BulkheadRegistryBuilder {
         self
     }
 
+    /// Binds every bulkhead the registry creates, and every keyed bulkhead it builds from
+    /// a builder not bound to a timer of its own, to `timer`, a [`Timer`] the embedder
+    /// drives (see [`Bulkhead::with_timer`]). Bulkheads handed to
+    /// [`replace`](BulkheadRegistry::replace) keep their own timer. Default: the process's.
+    ///
+    /// ```
+    /// use bulkhead::timer::Timer;
+    /// use bulkhead::BulkheadRegistry;
+    /// let timer = Timer::new(|at| println!("wake the runtime at {at:?}"));
+    /// let registry = BulkheadRegistry::builder().timer(&timer).build()?;
+    /// let _bank = registry.bulkhead("bank"); // its bounded waits use `timer`
+    /// # Ok::<(), bulkhead::RegistryError>(())
+    /// ```
+    pub fn timer(mut self, timer: &Timer) -> Self {
+        self.timer = Some(timer.clone());
+        self
+    }
+
     /// Builds the registry.
     ///
     /// # Errors
@@ -935,6 +967,7 @@ impl BulkheadRegistryBuilder {
     pub fn build(self) -> Result<BulkheadRegistry, RegistryError> {
         let mut registry = BulkheadRegistry::new(self.default_config);
         registry.registry_tags = self.tags;
+        registry.timer = self.timer;
         for (name, config) in self.configs {
             registry.add_config(name, config)?;
         }

@@ -94,9 +94,11 @@ use crate::bulkhead::Bulkhead;
 
 mod keyed;
 mod map;
+mod retry;
 
 pub use self::keyed::{KeyedBulkheadLayer, KeyedBulkheadService, KeyedResponseFuture};
 pub use map::map_refusal;
+pub use retry::RetryAfter;
 
 /// The error type of [`BulkheadService`]: the same type as `tower::BoxError`. A refusal is
 /// a [`BulkheadFull`] inside; find it with `downcast_ref::<BulkheadFull>()`. Errors of the

@@ -1,0 +1,197 @@
+//! When to come back: the estimate a refusal of an observed bulkhead carries
+//! ([`BulkheadFull::retry_after`](crate::BulkheadFull::retry_after), issue 32).
+//!
+//! # The estimator
+//!
+//! A refused caller that came back and queued would be served by the `needed`-th permit
+//! to come back after its refusal: the callers already waiting are served first (FIFO),
+//! then it, and a shrink's debt (`available < 0`) is paid before anyone:
+//!
+//! ```text
+//! needed      = waiting + max(1, 1 - available)
+//! retry_after = needed × (time between releases)
+//! ```
+//!
+//! The time between releases is measured, not modelled: the bulkhead already counts the
+//! calls that finished (its counters, or, for a bulkhead observed by listeners alone, one
+//! count here), so a refusal reads that count (at most once per [`LOOK_EVERY`], and only when
+//! a window is due) and keeps a moving average of *window length / releases in it*. Under overload the calls in flight are the
+//! limit, so by Little's law that interval is `mean hold / limit`, and the estimate is
+//! `(waiting + 1) × mean hold / limit`; measuring the release rate instead of the hold time
+//! needs no clock read at the grant or the release (the observed paths already count) and
+//! stays right when the limit moves or calls are weighted.
+//!
+//! A window is at least [`MIN_WINDOW`] long and holds about [`RELEASES_PER_WINDOW`]
+//! releases (it stretches to `8 ×` the current interval), so one window's sample is an
+//! average of several holds; successive samples are blended with weight 1/4 (an average
+//! over the last ~4 windows). A window in which nothing came back says the interval is at
+//! least a window's share of it: the estimate grows without waiting for a release.
+//!
+//! # Costs
+//!
+//! Nothing on an unobserved bulkhead: the state lives behind a `OnceLock` that only the
+//! observers' registration fills, and only the observed refusal paths (already out of
+//! line) look at it. An observed refusal reads the clock (the raw TSC with the feature
+//! `tsc`, else `Instant`), two Relaxed loads and the queue length; at most once per
+//! [`LOOK_EVERY`] one of them sums the finished counters.
+
+use core::time::Duration;
+
+use crate::engine::sync::{AtomicU64, Ordering, SampleClock};
+
+/// The shortest window between two samples of the release rate.
+pub(crate) const MIN_WINDOW: Duration = Duration::from_millis(5);
+
+/// How often at most a refusal reads the release count (summing the counters): the other
+/// refusals only read the clock and the average.
+pub(crate) const LOOK_EVERY: Duration = Duration::from_millis(1);
+
+/// About how many releases a window holds: it lasts at least this many current intervals.
+pub(crate) const RELEASES_PER_WINDOW: u64 = 8;
+
+/// The release-rate tracker of an observed bulkhead; see the module docs.
+#[derive(Debug)]
+pub(crate) struct RetryStats {
+    clock: SampleClock,
+    /// Releases observed without counters (a listener's `CallFinished`): the counters'
+    /// `finished` sum plus this is every observed release.
+    untallied: AtomicU64,
+    /// When a refusal last read the release count, in the clock's ticks.
+    looked: AtomicU64,
+    /// [`LOOK_EVERY`] in the clock's ticks (compared without converting).
+    look_ticks: u64,
+    /// The current window's start, in the clock's ticks.
+    window_start: AtomicU64,
+    /// Observed releases when the current window started.
+    window_finished: AtomicU64,
+    /// The moving average of the time between releases, in nanoseconds; 0 until a window
+    /// saw a release.
+    interval: AtomicU64,
+}
+
+impl RetryStats {
+    pub(crate) fn new() -> RetryStats {
+        let clock = SampleClock::new();
+        let start = clock.raw();
+        RetryStats {
+            untallied: AtomicU64::new(0),
+            looked: AtomicU64::new(start),
+            look_ticks: clock.ticks(LOOK_EVERY.as_nanos() as u64),
+            window_start: AtomicU64::new(start),
+            window_finished: AtomicU64::new(0),
+            interval: AtomicU64::new(0),
+            clock,
+        }
+    }
+
+    /// One release seen by an observer other than the counters.
+    #[cold]
+    pub(crate) fn untallied_release(&self) {
+        // Ordering: Relaxed — a statistic; it publishes nothing, and a read-modify-write
+        // loses no update whatever the ordering.
+        self.untallied.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The time between releases, in nanoseconds, refreshing it when a look is due (at
+    /// most once per [`LOOK_EVERY`]). `counted` sums the counters' finished calls (0 without
+    /// counters). `None` until a release was seen. Multiply by the releases a caller needs
+    /// ([`releases_needed`]) for its estimate.
+    #[inline]
+    pub(crate) fn interval(&self, counted: impl FnOnce() -> u64) -> Option<u64> {
+        let now = self.clock.raw();
+        // Ordering: Relaxed (this load and every other access below) — the estimate is a
+        // statistic: no data is published through these fields, a stale value only makes
+        // one estimate older, and the window's start and the last look are claimed by
+        // compare-exchanges (so one refusal per look sums the counters) whose atomicity,
+        // not ordering, is what matters.
+        let looked = self.looked.load(Ordering::Relaxed);
+        // Ordering: Relaxed — as above.
+        let mut interval = self.interval.load(Ordering::Relaxed);
+        if now.saturating_sub(looked) >= self.look_ticks
+            // Ordering: Relaxed on success and failure — as above.
+            && self.looked.compare_exchange(looked, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        {
+            interval = self.look(now, interval, counted);
+        }
+        (interval != 0).then_some(interval)
+    }
+
+    /// Reads the release count (at most once per [`LOOK_EVERY`]) and, if the window is due,
+    /// samples the interval. Returns the interval to use now.
+    #[cold]
+    fn look(&self, now: u64, interval: u64, counted: impl FnOnce() -> u64) -> u64 {
+        // Ordering: Relaxed — as in `estimate`.
+        let start = self.window_start.load(Ordering::Relaxed);
+        let elapsed = self.clock.nanos(now.saturating_sub(start));
+        let window =
+            (MIN_WINDOW.as_nanos() as u64).max(interval.saturating_mul(RELEASES_PER_WINDOW));
+        if elapsed < window && interval != 0 {
+            return interval;
+        }
+        // Ordering: Relaxed — as in `estimate`.
+        let total = counted().wrapping_add(self.untallied.load(Ordering::Relaxed));
+        // Ordering: Relaxed — as in `estimate`.
+        let released = total.saturating_sub(self.window_finished.load(Ordering::Relaxed));
+        if released == 0 {
+            // A whole window (about `RELEASES_PER_WINDOW` intervals) and nothing came back:
+            // the interval is at least `elapsed / RELEASES_PER_WINDOW` now. The window keeps
+            // its start, so the next sample covers this stretch too. (Taking `elapsed`
+            // itself overestimated bursty releases: ten calls of 20 ms that started together
+            // come back together, and a window between two bursts saw none; the queued
+            // cell's p90 error was 156 ms, benches/results/retry_after.md.)
+            let longer =
+                if interval == 0 { 0 } else { interval.max(elapsed / RELEASES_PER_WINDOW) };
+            // Ordering: Relaxed — as in `estimate`.
+            self.interval.store(longer, Ordering::Relaxed);
+            return longer;
+        }
+        // Ordering: Relaxed on success and failure — as in `estimate`: whoever wins the
+        // window stores its sample; a loser uses the average it loaded.
+        if self
+            .window_start
+            .compare_exchange(start, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return interval;
+        }
+        // Ordering: Relaxed — as in `estimate`.
+        self.window_finished.store(total, Ordering::Relaxed);
+        let sample = (elapsed / released).max(1);
+        let blended = if interval == 0 { sample } else { (3 * interval + sample) / 4 };
+        // Ordering: Relaxed — as in `estimate`.
+        self.interval.store(blended, Ordering::Relaxed);
+        blended
+    }
+}
+
+/// How many releases serve a caller refused now: the `waiting` callers ahead, then it, after
+/// a shrink's debt (`available < 0`).
+pub(crate) fn releases_needed(waiting: usize, available: i64) -> u64 {
+    let own = 1i64.saturating_sub(available.min(0)).max(1);
+    (waiting as u64).saturating_add(own as u64)
+}
+
+#[cfg(all(test, not(any(bulkhead_loom, bulkhead_shuttle))))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_estimate_before_a_release_then_one_per_interval() {
+        let stats = RetryStats::new();
+        assert_eq!(stats.interval(|| 0), None);
+        std::thread::sleep(Duration::from_millis(2));
+        // Four releases in at least 2 ms: at least 0.5 ms apart.
+        let interval = stats.interval(|| 4).expect("releases seen");
+        assert!(interval >= 500_000, "{interval}");
+        // Within the look's period: the same interval, not re-read.
+        assert_eq!(stats.interval(|| panic!("not due")), Some(interval));
+    }
+
+    #[test]
+    fn releases_needed_counts_the_queue_and_a_shrinks_debt() {
+        assert_eq!(releases_needed(0, 0), 1);
+        assert_eq!(releases_needed(3, 0), 4);
+        assert_eq!(releases_needed(0, -2), 3);
+        assert_eq!(releases_needed(2, 5), 3);
+    }
+}
