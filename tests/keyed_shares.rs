@@ -399,3 +399,195 @@ fn an_owner_waiting_with_a_panicking_waker() {
         conserved(&keyed, &["a", "b"]);
     });
 }
+
+/// Blocks until the test lets the owner's call finish.
+type Hold = Box<dyn FnOnce() + Send>;
+
+/// A total of 2, shares of 1: b holds both slots (one borrowed) and a borrower of b waits
+/// at the total. `owner` (run on a thread: a's verb, calling `hold` while it holds its
+/// slots) must wait there too, then be served by the next returning slot before b's older
+/// borrower: the verb asks the total as an owner.
+fn owner_served_first_through(
+    verb: &str,
+    owner: impl FnOnce(Arc<KeyedBulkhead<&'static str>>, Hold) -> u32 + Send + 'static,
+) {
+    let verb = verb.to_owned();
+    with_hang_guard(move || {
+        let keyed = shared(2, 1);
+        let noop = noop_waker();
+        let mut b: Vec<_> = (0..2).map(|_| keyed.try_acquire(&"b").unwrap()).collect();
+        let mut borrower = Box::pin(keyed.acquire_many_async(&"b", 1));
+        assert!(poll(borrower.as_mut(), &noop).is_pending());
+        let (finish, finished) = std::sync::mpsc::channel::<()>();
+        let thread = {
+            let keyed = Arc::clone(&keyed);
+            let hold: Hold = Box::new(move || finished.recv().unwrap());
+            std::thread::spawn(move || owner(keyed, hold))
+        };
+        common::wait_until("the owner waits at the total", || {
+            keyed.total_metrics().unwrap().waiting_calls() == 2
+        });
+        drop(b.pop()); // the borrowed slot comes back: to a, not to b's older waiter
+        common::wait_until("one of the two is served", || {
+            keyed.total_metrics().unwrap().waiting_calls() == 1
+        });
+        assert!(
+            poll(borrower.as_mut(), &noop).is_pending(),
+            "{verb}: the borrower was served first"
+        );
+        finish.send(()).unwrap();
+        assert_eq!(join_guarded(thread), 1, "{verb}");
+        assert!(matches!(poll(borrower.as_mut(), &noop), Poll::Ready(Ok(_))), "{verb}");
+        drop((b, borrower));
+        assert_eq!(keyed.total_metrics().unwrap().in_flight_calls(), 0, "{verb}");
+        conserved(&keyed, &["a", "b"]);
+    });
+}
+
+#[test]
+fn call_with_asks_the_total_as_an_owner() {
+    // Sheddable and with a max wait of its own: promoted to Critical, the wait kept (long).
+    owner_served_first_through("call_with", |keyed, hold| {
+        let request = Request::default().criticality(Criticality::Sheddable).max_wait(LONG_WAIT);
+        keyed.call_with(&"a", request, || (hold(), 1).1).unwrap()
+    });
+}
+
+#[test]
+fn call_fallible_with_asks_the_total_as_an_owner() {
+    owner_served_first_through("call_fallible_with", |keyed, hold| {
+        keyed.call_fallible_with(&"a", 1, || Ok::<_, BulkheadFull>((hold(), 1).1)).unwrap()
+    });
+}
+
+#[test]
+fn call_fallible_asks_the_total_as_an_owner() {
+    owner_served_first_through("call_fallible", |keyed, hold| {
+        keyed.call_fallible(&"a", || Ok::<_, BulkheadFull>((hold(), 1).1)).unwrap()
+    });
+}
+
+#[test]
+fn call_async_with_asks_the_total_as_an_owner() {
+    owner_served_first_through("call_async_with", |keyed, hold| {
+        let request = Request::default().max_wait(LONG_WAIT);
+        futures::executor::block_on(keyed.call_async_with(&"a", request, async { (hold(), 1).1 }))
+            .unwrap()
+    });
+}
+
+#[test]
+fn call_async_fallible_with_asks_the_total_as_an_owner() {
+    owner_served_first_through("call_async_fallible_with", |keyed, hold| {
+        let fut =
+            keyed.call_async_fallible_with(&"a", 1, async { Ok::<_, BulkheadFull>((hold(), 1).1) });
+        futures::executor::block_on(fut).unwrap()
+    });
+}
+
+/// `permit`'s permits, once `hold` let it go.
+fn held<P>(permit: P, hold: Hold, n: impl FnOnce(&P) -> u32) -> u32 {
+    hold();
+    n(&permit)
+}
+
+#[test]
+fn acquire_many_timeout_asks_the_total_as_an_owner() {
+    owner_served_first_through("acquire_many_timeout", |keyed, hold| {
+        held(keyed.acquire_many_timeout(&"a", 1, LONG_WAIT).unwrap(), hold, |p| p.num_permits())
+    });
+}
+
+#[test]
+fn acquire_timeout_asks_the_total_as_an_owner() {
+    owner_served_first_through("acquire_timeout", |keyed, hold| {
+        held(keyed.acquire_timeout(&"a", LONG_WAIT).unwrap(), hold, |p| p.num_permits())
+    });
+}
+
+#[test]
+fn blocking_acquire_many_owned_asks_the_total_as_an_owner() {
+    owner_served_first_through("acquire_many_owned", |keyed, hold| {
+        held(keyed.acquire_many_owned(&"a", 1).unwrap(), hold, |p| p.num_permits())
+    });
+}
+
+#[test]
+fn acquire_owned_asks_the_total_as_an_owner() {
+    owner_served_first_through("acquire_owned", |keyed, hold| {
+        held(keyed.acquire_owned(&"a").unwrap(), hold, |p| p.num_permits())
+    });
+}
+
+#[test]
+fn owned_futures_ask_the_total_as_owners() {
+    owner_served_first_through("acquire_owned_async", |keyed, hold| {
+        let permit = futures::executor::block_on(keyed.acquire_owned_async(&"a")).unwrap();
+        held(permit, hold, |p| p.num_permits())
+    });
+    owner_served_first_through("acquire_many_owned_async", |keyed, hold| {
+        let request = Request::default().criticality(Criticality::Sheddable);
+        let permit =
+            futures::executor::block_on(keyed.acquire_many_owned_async(&"a", request)).unwrap();
+        held(permit, hold, |p| p.num_permits())
+    });
+    owner_served_first_through("call_owned_async", |keyed, hold| {
+        futures::executor::block_on(keyed.call_owned_async(&"a", async move { (hold(), 1).1 }))
+            .unwrap()
+    });
+}
+
+#[test]
+fn a_critical_borrower_of_an_owned_future_is_demoted() {
+    let keyed = shared(2, 1);
+    let noop = noop_waker();
+    let mut b: Vec<_> = (0..2).map(|_| keyed.try_acquire(&"b").unwrap()).collect();
+    // b is above its share: its critical owned future asks the total as a default borrower.
+    let mut borrower = Box::pin(
+        keyed.acquire_many_owned_async(&"b", Request::default().criticality(Criticality::Critical)),
+    );
+    assert!(poll(borrower.as_mut(), &noop).is_pending());
+    let mut owner = Box::pin(keyed.acquire_owned_async(&"a"));
+    assert!(poll(owner.as_mut(), &noop).is_pending());
+    drop(b.pop());
+    let a = granted(owner.as_mut()); // the owner first, though the borrower asked Critical
+    assert!(poll(borrower.as_mut(), &noop).is_pending());
+    drop(b);
+    let b = granted(borrower.as_mut());
+    drop((a, b, owner, borrower));
+    conserved(&keyed, &["a", "b"]);
+}
+
+#[test]
+fn a_borrowers_own_max_wait_and_weight_survive_the_share_path() {
+    with_hang_guard(|| {
+        let keyed = shared(4, 1);
+        let held: Vec<_> = (0..4).map(|_| keyed.try_acquire(&"b").unwrap()).collect();
+        // b is over its share: a borrower; the total waits 60 s, the request 1 ms. If the
+        // share path dropped the request's max wait, this would hang (the guard fails it).
+        let request = Request::permits(1)
+            .criticality(Criticality::Critical)
+            .max_wait(Duration::from_millis(1));
+        let err = keyed.call_with(&"b", request, || ()).unwrap_err();
+        assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::WaitTimedOut, "api"));
+        let err = keyed.acquire_many_timeout(&"b", request, LONG_WAIT).unwrap_err();
+        assert_eq!(err.reason(), RejectReason::WaitTimedOut);
+        let fut = keyed.call_async_with(&"b", request, async {});
+        assert_eq!(
+            futures::executor::block_on(fut).unwrap_err().reason(),
+            RejectReason::WaitTimedOut
+        );
+        // A zero max wait never queues, owner or borrower.
+        let err =
+            keyed.call_with(&"a", Request::default().max_wait(Duration::ZERO), || ()).unwrap_err();
+        assert_eq!((err.reason(), err.bulkhead_name()), (RejectReason::Full, "api"));
+        drop(held);
+        // The weight reaches the total: 3 of a (1 owned, 2 borrowed), whatever the class.
+        let permit =
+            keyed.acquire_many_owned(&"a", Request::permits(3).max_wait(LONG_WAIT)).unwrap();
+        assert_eq!(permit.num_permits(), 3);
+        assert_eq!(keyed.total_metrics().unwrap().in_flight_calls(), 3);
+        drop(permit);
+        conserved(&keyed, &["a", "b"]);
+    });
+}

@@ -58,10 +58,12 @@
 //!   key's owners finish. Counting reads the key's word (no lock, no extra write), and can
 //!   only under-count owners, never make more than the share at once.
 //!
-//! A keyed bulkhead without shares reads no share (one branch per call). The owned futures
-//! (`acquire_owned_async`, `acquire_many_owned_async`) do not use shares yet: they ask the
-//! total in the class they were given; `acquire_async_with_sleep` with shares bounds its
-//! waits by the bulkheads' own timers, not by the given sleep. `docs/family-guide.md` has the noisy-neighbour numbers.
+//! A keyed bulkhead without shares reads no share (one branch per call). Every verb that
+//! takes the total asks it in the share's class, the owned futures included (their class is
+//! read once the key's slots are held); a request's permits and own
+//! [`max_wait`](crate::Request::max_wait) are kept, only its class changes.
+//! `acquire_async_with_sleep` with shares bounds its waits by the bulkheads' own timers, not
+//! by the given sleep. `benches/results/shares.md` has the noisy-neighbour numbers.
 //!
 //! # Bounded cardinality
 //!
@@ -1546,7 +1548,8 @@ where
         let request = request.into();
         let looked_up =
             self.total_admits(request.num_permits()).and_then(|()| self.bulkhead_for(key));
-        AcquireOwnedKeyed::new(looked_up, self.total.clone(), request)
+        let guarantee = self.shares.as_ref().map(|shares| shares.of(key));
+        AcquireOwnedKeyed::new(looked_up, self.total.clone(), request, guarantee)
     }
 
     /// Takes `n` slots of `key` and `n` of the total at once, waiting at most `wait` in all
@@ -2863,6 +2866,9 @@ pin_project! {
             total: Option<Arc<Bulkhead>>,
             // The request, kept for the total (the key's acquire has its own copy).
             request: Request,
+            // The key's guaranteed share, with shares (`share.rs`): the total is asked in
+            // the share's class, read once the key's slots are held.
+            guarantee: Option<u32>,
         },
         Total {
             #[pin]
@@ -2874,16 +2880,18 @@ pin_project! {
 }
 
 impl AcquireOwnedKeyed {
-    /// Waits for `permits` slots of the looked-up key's bulkhead, then as many of `total`.
+    /// Waits for `permits` slots of the looked-up key's bulkhead, then as many of `total`
+    /// (in the class of the key's `guarantee`, with shares).
     pub(crate) fn new(
         looked_up: Result<Arc<Bulkhead>, BulkheadFull>,
         total: Option<Arc<Bulkhead>>,
         request: Request,
+        guarantee: Option<u32>,
     ) -> Self {
         let state = match looked_up {
             Ok(bulkhead) => {
                 let acquire = AcquireOwned::many(bulkhead, request);
-                OwnedState::Key { acquire, total, request }
+                OwnedState::Key { acquire, total, request, guarantee }
             }
             Err(refused) => OwnedState::Refused { refused: Some(refused) },
         };
@@ -2901,18 +2909,25 @@ impl Future for AcquireOwnedKeyed {
                 OwnedStateProj::Refused { refused } => {
                     Err(refused.take().expect("a refusal is reported once"))
                 }
-                OwnedStateProj::Key { acquire, total, request } => match ready!(acquire.poll(cx)) {
-                    Err(refused) => Err(refused),
-                    Ok(key) => match total.take() {
-                        None => Ok(OwnedKeyedPermit { key, total: None }),
-                        Some(total) => {
-                            // The same request of the total as of the key.
-                            let acquire = AcquireOwned::many(total, *request);
-                            state.set(OwnedState::Total { acquire, key: Some(key) });
-                            continue;
-                        }
-                    },
-                },
+                OwnedStateProj::Key { acquire, total, request, guarantee } => {
+                    match ready!(acquire.poll(cx)) {
+                        Err(refused) => Err(refused),
+                        Ok(key) => match total.take() {
+                            None => Ok(OwnedKeyedPermit { key, total: None }),
+                            Some(total) => {
+                                // The same request of the total as of the key, in the share's
+                                // class with shares.
+                                let request = match *guarantee {
+                                    None => *request,
+                                    Some(g) => share::at_total(g, key.bulkhead(), *request),
+                                };
+                                let acquire = AcquireOwned::many(total, request);
+                                state.set(OwnedState::Total { acquire, key: Some(key) });
+                                continue;
+                            }
+                        },
+                    }
+                }
                 OwnedStateProj::Total { acquire, key } => {
                     let acquired = ready!(acquire.poll(cx));
                     let key = key.take().expect("the key's slot is held until the total answers");

@@ -58,14 +58,18 @@
 //!
 //! # Which verbs
 //!
-//! Every verb that takes the total asks it in the share's class, except the owned futures
+//! Every verb that takes the total asks it in the share's class: the borrowed and owned,
+//! blocking, async and timed ones, single or weighted, the `call*` forms (fallible or not,
+//! with a [`Request`] or not) and the owned futures
 //! ([`acquire_owned_async`](KeyedBulkhead::acquire_owned_async),
-//! [`acquire_many_owned_async`](KeyedBulkhead::acquire_many_owned_async)), whose callers
-//! ask the total in the class they gave, unchanged (the future is built before its key slot
-//! is taken; giving it the share's class is left for later); and
-//! [`acquire_async_with_sleep`](KeyedBulkhead::acquire_async_with_sleep), which with shares
-//! is [`acquire_many_async`](KeyedBulkhead::acquire_many_async): both waits bounded by the
-//! bulkheads' own timers instead of the given sleep.
+//! [`acquire_many_owned_async`](KeyedBulkhead::acquire_many_owned_async),
+//! [`call_owned_async`](KeyedBulkhead::call_owned_async), whose class is read when the key's
+//! slots are granted, not when the future is built). Only the class changes: the request's
+//! permits and its own [`max_wait`](Request::max_wait) reach the total as given (an owner's
+//! request is promoted to `Critical`, a borrower's `Critical` demoted to `Default`). One
+//! exception: [`acquire_async_with_sleep`](KeyedBulkhead::acquire_async_with_sleep) with
+//! shares is [`acquire_many_async`](KeyedBulkhead::acquire_many_async), both waits bounded
+//! by the bulkheads' own timers instead of the given sleep.
 
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
@@ -75,7 +79,7 @@ use std::sync::Arc;
 
 use crate::bulkhead::config::ConfigError;
 use crate::bulkhead::error::BulkheadFull;
-use crate::bulkhead::permit::{OwnedPermit, Permit};
+use crate::bulkhead::permit::OwnedPermit;
 use crate::bulkhead::request::Request;
 use crate::bulkhead::Bulkhead;
 use crate::engine::policy::Criticality;
@@ -183,22 +187,13 @@ pub(crate) fn class_at_total(
     }
 }
 
-/// Waits up to `wait` for `request` of `total`: [`Bulkhead::acquire_many`] with a given wait.
-fn acquire_request_timeout(
-    total: &Bulkhead,
-    request: Request,
-    wait: Duration,
-) -> Result<Permit<'_>, BulkheadFull> {
-    let n = request.num_permits();
-    match total.try_acquire_request(request) {
-        Ok(word) => Ok(Permit::with_permits(total, n, total.permitted(word))),
-        Err(word) if word.is_closed() || n == 0 || word.exceeds_limit(n) || wait.is_zero() => {
-            Err(total.refuse_many(word, request))
-        }
-        Err(_) => total
-            .wait_blocking(wait, n, request.class())
-            .map(|mark| Permit::with_permits(total, n, mark)),
-    }
+/// `request` as the total should see it from a caller holding its slots of `key_bulkhead`,
+/// its key's guarantee being `guarantee`: [`class_at_total`] read from the key's calls in
+/// flight, the request's permits and own max wait kept.
+#[inline]
+pub(crate) fn at_total(guarantee: u32, key_bulkhead: &Bulkhead, request: Request) -> Request {
+    let in_flight = key_bulkhead.sem().load().in_flight();
+    request.criticality(class_at_total(guarantee, in_flight, request.class()))
 }
 
 impl<K, S> KeyedBulkheadBuilder<K, S>
@@ -314,8 +309,7 @@ where
         key_bulkhead: &Bulkhead,
         request: Request,
     ) -> Request {
-        let in_flight = key_bulkhead.sem().load().in_flight();
-        request.criticality(class_at_total(shares.of(key), in_flight, request.class()))
+        at_total(shares.of(key), key_bulkhead, request)
     }
 
     /// [`try_acquire`](KeyedBulkhead::try_acquire) with shares (so with a total): the key's
@@ -356,7 +350,7 @@ where
                 Some(wait) => {
                     let left =
                         clock.deadline(start, wait).map_or(wait, |d| clock.between(clock.now(), d));
-                    acquire_request_timeout(total, request, left)
+                    total.acquire_many_timeout(request, left)
                 }
             }
         });
