@@ -5,31 +5,42 @@
 //! - `alone`: the steady tenants without the flood (their baseline);
 //! - `no-guarantees`: each key may use the whole total, no shares (FIFO at the total);
 //! - `static`: each key capped at its share of 4 (no borrowing);
-//! - `shares`: each key may use the whole total, with a guaranteed share of 4.
+//! - `shares`: each key may use the whole total, with a guaranteed share of 4;
+//! - `shares+headroom`: as `shares`, the flood's calls marked `Criticality::Sheddable` and
+//!   the total keeping 2 slots free of sheddable calls (`sheddable_headroom(2)`): an owner
+//!   finds one of those free instead of waiting for a lent slot to come back.
 //!
-//! `cargo run --release --example noisy_neighbour_shares [seconds per setup, default 2]`
+//! `cargo run --release --example noisy_neighbour_shares [seconds per setup, default 2] [closed]`
 //!
 //! Every call holds its slot for 4 ms (a sleep standing for the downstream). A steady tenant
-//! runs 3 threads, each calling, then pausing 2 ms (within its share of 4); the flood runs
-//! 40 threads calling back to back (10x its share). Callers wait at most 100 ms. Printed per
-//! setup and tenant: goodput (calls admitted per second), the p99 of the time from asking
-//! to finishing, refusals; and the total's utilisation (its mean calls in flight, sampled
-//! every millisecond, over its 12 slots).
+//! runs 3 threads, each starting a call every 6 ms on a fixed schedule (a steady load: 500
+//! calls/s, 2 slots busy on average, 3 at most, within its share of 4; a thread that falls
+//! behind its schedule calls at once until it catches up). With `closed`, each thread
+//! instead calls, then pauses 2 ms (a closed loop: its offered load falls as its calls wait,
+//! so any wait at all costs goodput). The flood runs 40 threads calling back to back (10x
+//! its share). Callers wait at most 100 ms. Printed per setup and tenant: goodput (calls
+//! admitted per second), the p99 of the time from asking to finishing, refusals; and the
+//! total's utilisation (its mean calls in flight, sampled every millisecond, over its 12
+//! slots).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bulkhead::keyed::KeyedBulkhead;
-use bulkhead::BulkheadConfig;
+use bulkhead::{BulkheadConfig, Criticality};
 
 const TOTAL: usize = 12;
 const SHARE: u32 = 4;
 const HOLD: Duration = Duration::from_millis(4);
 const PAUSE: Duration = Duration::from_millis(2);
+/// A steady thread's schedule: one call every `HOLD + PAUSE`.
+const PERIOD: Duration = Duration::from_millis(6);
 const MAX_WAIT: Duration = Duration::from_millis(100);
 const STEADY_THREADS: usize = 3;
 const FLOOD_THREADS: usize = 40;
+/// `shares+headroom`: the total's slots sheddable calls must leave free.
+const HEADROOM: usize = 2;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Setup {
@@ -37,6 +48,7 @@ enum Setup {
     NoGuarantees,
     Static,
     Shares,
+    SharesHeadroom,
 }
 
 impl Setup {
@@ -46,6 +58,7 @@ impl Setup {
             Setup::NoGuarantees => "no-guarantees",
             Setup::Static => "static",
             Setup::Shares => "shares",
+            Setup::SharesHeadroom => "shares+headroom",
         }
     }
 
@@ -58,11 +71,19 @@ impl Setup {
                 .expect("valid config")
         };
         let key_limit = if self == Setup::Static { SHARE as usize } else { TOTAL };
+        let headroom = if self == Setup::SharesHeadroom { HEADROOM } else { 0 };
+        let total = BulkheadConfig::builder()
+            .max_concurrent_calls(TOTAL)
+            .max_wait_duration(MAX_WAIT)
+            .sheddable_headroom(headroom)
+            .build()
+            .expect("valid config");
         let builder = KeyedBulkhead::<&str>::builder("api")
             .default_config(config(key_limit))
-            .total(config(TOTAL))
+            .total(total)
             .max_keys(3);
-        let builder = if self == Setup::Shares { builder.guaranteed_share(SHARE) } else { builder };
+        let shares = matches!(self, Setup::Shares | Setup::SharesHeadroom);
+        let builder = if shares { builder.guaranteed_share(SHARE) } else { builder };
         builder.build().expect("valid keyed config")
     }
 }
@@ -73,7 +94,7 @@ struct Tenant {
     refused: AtomicU64,
 }
 
-fn run(setup: Setup, run_for: Duration) {
+fn run(setup: Setup, run_for: Duration, closed: bool) {
     let keyed = Arc::new(setup.build());
     let stop = Arc::new(AtomicBool::new(false));
     let tenants: Vec<(&'static str, Arc<Tenant>)> = ["steady-a", "steady-b", "flood"]
@@ -82,19 +103,35 @@ fn run(setup: Setup, run_for: Duration) {
         .collect();
     let mut threads = Vec::new();
     for (name, tenant) in &tenants {
-        let (count, pause) = match *name {
+        let name: &'static str = name;
+        let (count, pause) = match name {
             "flood" if setup == Setup::Alone => continue,
             "flood" => (FLOOD_THREADS, Duration::ZERO),
             _ => (STEADY_THREADS, PAUSE),
         };
         for _ in 0..count {
             let (keyed, stop, tenant, name) =
-                (Arc::clone(&keyed), Arc::clone(&stop), Arc::clone(tenant), *name);
+                (Arc::clone(&keyed), Arc::clone(&stop), Arc::clone(tenant), name);
+            let paced = !pause.is_zero() && !closed;
+            let class = if name == "flood" && setup == Setup::SharesHeadroom {
+                Criticality::Sheddable
+            } else {
+                Criticality::Default
+            };
             threads.push(std::thread::spawn(move || {
                 let mut latencies = Vec::new();
+                let mut next = Instant::now();
                 while !stop.load(Ordering::Relaxed) {
+                    if paced {
+                        // The schedule, not the last call's end, decides when to call.
+                        let now = Instant::now();
+                        if next > now {
+                            std::thread::sleep(next - now);
+                        }
+                        next += PERIOD;
+                    }
                     let asked = Instant::now();
-                    match keyed.acquire(&name) {
+                    match keyed.acquire_many(&name, class) {
                         Ok(permit) => {
                             std::thread::sleep(HOLD);
                             drop(permit);
@@ -104,7 +141,7 @@ fn run(setup: Setup, run_for: Duration) {
                             tenant.refused.fetch_add(1, Ordering::Relaxed);
                         }
                     }
-                    if !pause.is_zero() {
+                    if !pause.is_zero() && !paced {
                         std::thread::sleep(pause);
                     }
                 }
@@ -150,8 +187,12 @@ fn run(setup: Setup, run_for: Duration) {
 
 fn main() {
     let seconds: f64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(2.0);
+    let closed = std::env::args().nth(2).is_some_and(|mode| mode == "closed");
     let run_for = Duration::from_secs_f64(seconds);
-    for setup in [Setup::Alone, Setup::NoGuarantees, Setup::Static, Setup::Shares] {
-        run(setup, run_for);
+    println!("steady tenants: {}", if closed { "closed loop" } else { "paced, 500 calls/s each" });
+    let setups =
+        [Setup::Alone, Setup::NoGuarantees, Setup::Static, Setup::Shares, Setup::SharesHeadroom];
+    for setup in setups {
+        run(setup, run_for, closed);
     }
 }
