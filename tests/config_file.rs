@@ -995,9 +995,25 @@ fn yaml_error_pairs(text: &str) -> Vec<(String, String)> {
     }
 }
 
+/// The keyed bulkhead "tenants" configured from `file`, with a total of `total` slots and
+/// at most `max_keys` keys.
+fn tenants_from<K>(
+    file: &ConfigFile,
+    total: usize,
+    max_keys: usize,
+) -> Result<bulkhead::keyed::KeyedBulkhead<K>, bulkhead::ConfigError>
+where
+    K: Eq + std::hash::Hash + Clone + std::fmt::Display + std::str::FromStr,
+{
+    bulkhead::keyed::KeyedBulkhead::<K>::builder("tenants")
+        .configs_from_file(file)?
+        .total(BulkheadConfig::builder().max_concurrent_calls(total).build()?)
+        .max_keys(max_keys)
+        .build()
+}
+
 #[test]
 fn guaranteed_shares_from_a_file_default_and_per_key() {
-    use bulkhead::keyed::KeyedBulkhead;
     let file = yaml(
         "
 resilience4j.bulkhead:
@@ -1014,13 +1030,7 @@ resilience4j.bulkhead:
         gold.origin("guaranteed-share"),
         Some("resilience4j.bulkhead.configs.gold.guaranteedShare")
     );
-    let tenants = KeyedBulkhead::<u64>::builder("tenants")
-        .configs_from_file(&file)
-        .unwrap()
-        .total(BulkheadConfig::builder().max_concurrent_calls(8).build().unwrap())
-        .max_keys(4)
-        .build()
-        .unwrap();
+    let tenants = tenants_from::<u64>(&file, 8, 4).unwrap();
     assert_eq!(tenants.guaranteed_share_of(&42), 3);
     assert_eq!(tenants.guaranteed_share_of(&7), 0, "a key may opt out of the default");
     assert_eq!(tenants.guaranteed_share_of(&1), 1);
@@ -1076,13 +1086,7 @@ resilience4j.bulkhead.instances:
   tenants/silver: { guaranteed-share: 3 }
 ",
     );
-    let err = KeyedBulkhead::<String>::builder("tenants")
-        .configs_from_file(&file)
-        .unwrap()
-        .total(BulkheadConfig::builder().max_concurrent_calls(10).build().unwrap())
-        .max_keys(2)
-        .build()
-        .unwrap_err();
+    let err = tenants_from::<String>(&file, 10, 2).unwrap_err();
     assert_eq!(err.key(), "guaranteed_share");
     assert_eq!(err.value(), "gold=5, silver=3, default=2 x 2 keys (max_keys)");
     assert!(err.to_string().contains("sum to 12, above the total's 10"), "{err}");

@@ -559,7 +559,7 @@ apply() {
         drop(queue);
     }' ;;
     keyed_owned_async_total_takes_one)
-        mutate src/keyed/mod.rs '                            let acquire = AcquireOwned::many(total, *request);' '                            let acquire = AcquireOwned::many(total, Request::permits(1));' ;;
+        mutate src/keyed/mod.rs '                            let acquire = AcquireOwned::many(total, request);' '                            let acquire = AcquireOwned::many(total, Request::permits(1));' ;;
     keyed_weighted_total_takes_one)
         mutate src/keyed/mod.rs '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, request)))' '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, Request::permits(1))))' ;;
     adaptive_limit_applied_without_recheck)

@@ -187,17 +187,24 @@ impl Model {
         }
     }
 
+    /// Where a call for `key` goes if its key has a free slot (nothing taken yet), or the
+    /// refusal: too many keys, or its key full.
+    fn key_has_room(&mut self, key: u8) -> Result<Option<u8>, Outcome> {
+        let on = self.route(key)?;
+        let limit = self.limit(on.unwrap_or(self.fallback_key));
+        if *self.in_flight(on) >= limit {
+            return Err(Outcome::Key);
+        }
+        Ok(on)
+    }
+
     /// An acquire of `key`: the outcome, and where the permit is if admitted (not yet
     /// recorded in `held`).
     pub fn acquire(&mut self, key: u8) -> (Outcome, Option<Option<u8>>) {
-        let on = match self.route(key) {
+        let on = match self.key_has_room(key) {
             Ok(on) => on,
             Err(outcome) => return (outcome, None),
         };
-        let limit = self.limit(on.unwrap_or(self.fallback_key));
-        if *self.in_flight(on) >= limit {
-            return (Outcome::Key, None);
-        }
         if let Some(total) = self.config.total {
             if self.total_in_flight >= total {
                 return (Outcome::Total, None);
@@ -217,14 +224,10 @@ impl Model {
         if self.total_in_flight < total {
             return self.acquire(key);
         }
-        let on = match self.route(key) {
+        let on = match self.key_has_room(key) {
             Ok(on) => on,
             Err(outcome) => return (outcome, None),
         };
-        let limit = self.limit(on.unwrap_or(self.fallback_key));
-        if *self.in_flight(on) >= limit {
-            return (Outcome::Key, None);
-        }
         *self.in_flight(on) += 1;
         let guarantee = self.config.shares.map_or(0, |s| s.of(key));
         let owner = guarantee > 0 && *self.in_flight(on) <= guarantee as usize;
