@@ -174,6 +174,7 @@ MUTANTS=(
     shares_borrower_keeps_critical
     shares_default_ignored
     shares_refusal_keeps_key_slot
+    shares_owned_future_ignores_share
     own_timer_goes_to_process
     own_timer_callback_under_lock
 )
@@ -263,6 +264,7 @@ describe() {
     shares_borrower_keeps_critical) echo "shares (issue 32): a borrower asking Critical is not demoted (it competes with owners)" ;;
     shares_default_ignored) echo "shares (issue 32): a key without its own share gets none (the default share is ignored, a new key after an eviction is a borrower)" ;;
     shares_refusal_keeps_key_slot) echo "shares (issue 32): try_acquire refused by the total keeps its key slot (leak)" ;;
+    shares_owned_future_ignores_share) echo "shares (issue 32): the owned futures ask the total in the class they were given (an owner is not promoted, a critical borrower not demoted)" ;;
     release_wakes_under_lock) echo "a release that found waiters wakes the waiter it granted before unlocking the queue (stop 27's one-round release_slow)" ;;
     adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
     adaptive_fold_skips_recheck) echo "adaptive (issue 21): a folder does not look for requests made while it held the algorithm (a failure that found the algorithm taken waits for an unrelated fold)" ;;
@@ -643,6 +645,8 @@ apply() {
         mutate src/keyed/share.rs '    } else if asked == Criticality::Critical {
         Criticality::Default' '    } else if asked == Criticality::Critical {
         Criticality::Critical' ;;
+    shares_owned_future_ignores_share)
+        mutate src/keyed/mod.rs 'Some(g) => share::at_total(g, key.bulkhead(), *request),' 'Some(_) => *request,' ;;
     shares_default_ignored)
         mutate src/keyed/share.rs 'self.keys.get(key).copied().unwrap_or(self.default)' 'self.keys.get(key).copied().unwrap_or(0)' ;;
     shares_refusal_keeps_key_slot)
