@@ -535,6 +535,19 @@ fn owned_futures_ask_the_total_as_owners() {
         futures::executor::block_on(keyed.call_owned_async(&"a", async move { (hold(), 1).1 }))
             .unwrap()
     });
+    owner_served_first_through("call_owned_async_fallible", |keyed, hold| {
+        let fut = keyed
+            .call_owned_async_fallible(&"a", async move { Ok::<_, BulkheadFull>((hold(), 1).1) });
+        futures::executor::block_on(fut).unwrap()
+    });
+}
+
+#[test]
+fn call_async_fallible_asks_the_total_as_an_owner() {
+    owner_served_first_through("call_async_fallible", |keyed, hold| {
+        let fut = keyed.call_async_fallible(&"a", async { Ok::<_, BulkheadFull>((hold(), 1).1) });
+        futures::executor::block_on(fut).unwrap()
+    });
 }
 
 #[test]
