@@ -984,3 +984,118 @@ fn the_documented_yaml_snippet_loads_and_passes_the_rules() {
     assert_eq!(*file.instance("reports").unwrap().config(), config(2, 0));
     assert!(file.check().is_empty(), "{:?}", file.check());
 }
+
+/// The settings errors as (key, value) pairs.
+fn yaml_error_pairs(text: &str) -> Vec<(String, String)> {
+    match ConfigFile::from_yaml_str(text) {
+        Err(FileError::Invalid(errors)) => {
+            errors.iter().map(|e| (e.key().to_owned(), e.value().to_owned())).collect()
+        }
+        other => panic!("expected settings errors, got {other:?}"),
+    }
+}
+
+/// The keyed bulkhead "tenants" configured from `file`, with a total of `total` slots and
+/// at most `max_keys` keys.
+fn tenants_from<K>(
+    file: &ConfigFile,
+    total: usize,
+    max_keys: usize,
+) -> Result<bulkhead::keyed::KeyedBulkhead<K>, bulkhead::ConfigError>
+where
+    K: Eq + std::hash::Hash + Clone + std::fmt::Display + std::str::FromStr,
+{
+    bulkhead::keyed::KeyedBulkhead::<K>::builder("tenants")
+        .configs_from_file(file)?
+        .total(BulkheadConfig::builder().max_concurrent_calls(total).build()?)
+        .max_keys(max_keys)
+        .build()
+}
+
+#[test]
+fn guaranteed_shares_from_a_file_default_and_per_key() {
+    let file = yaml(
+        "
+resilience4j.bulkhead:
+  configs.gold: { guaranteedShare: 3 }
+  instances:
+    tenants: { max-concurrent-calls: 8, guaranteed-share: 1 }
+    tenants/42: { base-config: gold }
+    tenants/7: { guaranteed_share: 0 }
+",
+    );
+    let gold = file.instance("tenants/42").unwrap();
+    assert_eq!(gold.guaranteed_share(), Some(3), "inherited through base-config");
+    assert_eq!(
+        gold.origin("guaranteed-share"),
+        Some("resilience4j.bulkhead.configs.gold.guaranteedShare")
+    );
+    let tenants = tenants_from::<u64>(&file, 8, 4).unwrap();
+    assert_eq!(tenants.guaranteed_share_of(&42), 3);
+    assert_eq!(tenants.guaranteed_share_of(&7), 0, "a key may opt out of the default");
+    assert_eq!(tenants.guaranteed_share_of(&1), 1);
+
+    let file = toml(
+        "[resilience4j.bulkhead.instances.tenants]\nguaranteed-share = 2\n\
+         [resilience4j.bulkhead.instances.\"tenants/5\"]\nguaranteed-share = 4\n",
+    );
+    assert_eq!(file.instance("tenants").unwrap().guaranteed_share(), Some(2));
+    assert_eq!(file.instance("tenants/5").unwrap().guaranteed_share(), Some(4));
+}
+
+#[test]
+fn bad_guaranteed_shares_name_the_key_and_the_value() {
+    let path = "resilience4j.bulkhead.instances.tenants.guaranteed-share";
+    for (value, problem) in [
+        ("-1", "is negative"),
+        ("two", "is not a whole number"),
+        ("1.5", "is not a whole number"),
+        ("4294967296", "is too large"),
+        ("~", "has no value"),
+        ("[1, 2]", ""),
+    ] {
+        let text = format!("resilience4j.bulkhead.instances.tenants.guaranteed-share: {value}");
+        let errors = yaml_errors(&text);
+        assert_eq!(errors.len(), 1, "{value}: {errors:?}");
+        assert!(errors[0].starts_with(path), "{value}: {errors:?}");
+        assert!(errors[0].contains(problem), "{value}: {errors:?}");
+        let pairs = yaml_error_pairs(&text);
+        assert_eq!(pairs[0].0, path, "{value}");
+    }
+    let pairs = yaml_error_pairs("resilience4j.bulkhead.instances.tenants/9.guaranteed-share: -3");
+    assert_eq!(
+        pairs,
+        [(
+            "resilience4j.bulkhead.instances.tenants/9.guaranteed-share".to_owned(),
+            "-3".to_owned()
+        )]
+    );
+    // The largest share parses (the check against the total is the builder's).
+    let file = yaml("resilience4j.bulkhead.instances.tenants.guaranteed-share: 4294967295");
+    assert_eq!(file.instance("tenants").unwrap().guaranteed_share(), Some(u32::MAX));
+}
+
+#[test]
+fn guaranteed_shares_from_a_file_above_the_total_name_the_keys_and_values() {
+    use bulkhead::keyed::KeyedBulkhead;
+    let file = yaml(
+        "
+resilience4j.bulkhead.instances:
+  tenants: { guaranteed-share: 2 }
+  tenants/gold: { guaranteed-share: 5 }
+  tenants/silver: { guaranteed-share: 3 }
+",
+    );
+    let err = tenants_from::<String>(&file, 10, 2).unwrap_err();
+    assert_eq!(err.key(), "guaranteed_share");
+    assert_eq!(err.value(), "gold=5, silver=3, default=2 x 2 keys (max_keys)");
+    assert!(err.to_string().contains("sum to 12, above the total's 10"), "{err}");
+    // Without a total a share means nothing: an error too, not a silent no-op.
+    let err = KeyedBulkhead::<String>::builder("tenants")
+        .configs_from_file(&file)
+        .unwrap()
+        .build()
+        .unwrap_err();
+    assert_eq!(err.key(), "guaranteed_share");
+    assert!(err.value().contains("gold=5"), "{err}");
+}

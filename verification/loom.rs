@@ -571,6 +571,38 @@ mod family {
             scenarios_family::keyed_weighted_racing_release_keeps_total(true, 1)
         });
     }
+
+    /// Issue 32: a borrower and an owner race for the total's last slot without waiting.
+    #[test]
+    fn keyed_shares_owner_and_borrower_race_for_last_slot() {
+        run_model("keyed_shares_owner_and_borrower_race_for_last_slot", || {
+            scenarios_family::keyed_shares_owner_and_borrower_race_for_last_slot()
+        });
+    }
+
+    /// Issue 32: a release goes to the queued owner before a queued borrower.
+    #[test]
+    fn keyed_shares_release_goes_to_owner() {
+        run_model("keyed_shares_release_goes_to_owner", || {
+            scenarios_family::keyed_shares_release_goes_to_owner(false)
+        });
+    }
+
+    /// Issue 32: the same with a borrower asking `Critical` (demoted below the owner).
+    #[test]
+    fn keyed_shares_release_goes_to_owner_before_critical_borrower() {
+        run_model("keyed_shares_release_goes_to_owner_before_critical_borrower", || {
+            scenarios_family::keyed_shares_release_goes_to_owner(true)
+        });
+    }
+
+    /// Issue 32: a key evicted while its share is lent; the new key is an owner at once.
+    #[test]
+    fn keyed_shares_key_evicted_while_lending() {
+        run_model("keyed_shares_key_evicted_while_lending", || {
+            scenarios_family::keyed_shares_key_evicted_while_lending()
+        });
+    }
 }
 
 // ---------------------------------------------------------------------------------------

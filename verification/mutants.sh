@@ -170,9 +170,15 @@ MUTANTS=(
     earliest_deadline_stops_at_untimed
     adaptive_full_ring_overwrites
     adaptive_full_ring_drop_uncounted
+    shares_owner_not_critical
+    shares_borrower_keeps_critical
+    shares_default_ignored
+    shares_refusal_keeps_key_slot
+    shares_owned_future_ignores_share
     own_timer_goes_to_process
     own_timer_callback_under_lock
     keyed_future_drop_at_total_skips_cancel
+    shares_named_future_ignores_share
 )
 ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed adaptive_push_tail_relaxed drain_completes_drainers_relaxed "
 
@@ -245,6 +251,7 @@ describe() {
     default_try_ignores_headroom) echo "issue 29: a default try_acquire is refused the free headroom slots while a sheddable caller waits" ;;
     wait_drained_zero_checks_after_queueing) echo "issue 29: wait_drained(ZERO) runs the async-context check after queueing (panics, leaks its drain slot)" ;;
     own_timer_goes_to_process) echo "issue 30: a bulkhead bound to a runtime's Timer arms its deadlines on the process timer (the thread starts, the runtime is never told)" ;;
+    shares_named_future_ignores_share) echo "issue 32 x 30: the keyed named futures (AcquireKeyed, AcquireKeyedWithSleep) ask the total in the class they were given, not the share's" ;;
     keyed_future_drop_at_total_skips_cancel) echo "issue 30: the keyed named future (AcquireKeyed) dropped while waiting at the total does not withdraw there (a slot granted to it is lost, its queue slot stays)" ;;
     own_timer_callback_under_lock) echo "issue 30: a runtime Timer's callback runs under the timer's heap lock (a callback that fires the timer deadlocks)" ;;
     timer_schedule_wakes_for_later_deadline) echo "issue 29: the timer thread is unparked for a deadline later than its earliest, not an earlier one (a 20 ms wait sleeps until another bulkhead's 120 s deadline)" ;;
@@ -257,6 +264,11 @@ describe() {
     earliest_deadline_stops_at_untimed) echo "issue 29: the re-arm's scan stops at a waiter without an engine deadline (the second timed waiter behind such a head is never armed)" ;;
     adaptive_full_ring_overwrites) echo "issue 29: a push to a full sample ring overwrites its oldest sample, not folded yet" ;;
     adaptive_full_ring_drop_uncounted) echo "issue 29: a sample dropped on a full ring is not counted in samples_dropped" ;;
+    shares_owner_not_critical) echo "shares (issue 32): an owner asks the total in its own class (a release goes FIFO, not to the owner)" ;;
+    shares_borrower_keeps_critical) echo "shares (issue 32): a borrower asking Critical is not demoted (it competes with owners)" ;;
+    shares_default_ignored) echo "shares (issue 32): a key without its own share gets none (the default share is ignored, a new key after an eviction is a borrower)" ;;
+    shares_refusal_keeps_key_slot) echo "shares (issue 32): try_acquire refused by the total keeps its key slot (leak)" ;;
+    shares_owned_future_ignores_share) echo "shares (issue 32): the owned futures ask the total in the class they were given (an owner is not promoted, a critical borrower not demoted)" ;;
     release_wakes_under_lock) echo "a release that found waiters wakes the waiter it granted before unlocking the queue (stop 27's one-round release_slow)" ;;
     adaptive_limit_applied_without_recheck) echo "adaptive (issue 17): the new limit is applied after the controller's lock once, without reading the controller again (two racing changes can leave the engine at the older limit)" ;;
     adaptive_fold_skips_recheck) echo "adaptive (issue 21): a folder does not look for requests made while it held the algorithm (a failure that found the algorithm taken waits for an unrelated fold)" ;;
@@ -553,7 +565,7 @@ apply() {
         drop(queue);
     }' ;;
     keyed_owned_async_total_takes_one)
-        mutate src/keyed/mod.rs '                            let acquire = AcquireOwned::many(total, *request);' '                            let acquire = AcquireOwned::many(total, Request::permits(1));' ;;
+        mutate src/keyed/mod.rs '                                let acquire = AcquireOwned::many(total, request);' '                                let acquire = AcquireOwned::many(total, Request::permits(1));' ;;
     keyed_weighted_total_takes_one)
         mutate src/keyed/mod.rs '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, request)))' '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, Request::permits(1))))' ;;
     adaptive_limit_applied_without_recheck)
@@ -577,6 +589,8 @@ apply() {
     # issue 29 (tests/junctions.rs): the timer, set_limit, the policy names, the full ring
     own_timer_goes_to_process)
         mutate src/engine/timer.rs '    if let Some(own) = binding {' '    if let Some(own) = binding.as_ref().filter(|_| false) {' ;;
+    shares_named_future_ignores_share)
+        mutate src/keyed/future.rs '                                        Some(g) => share::at_total(g, &permit.key, request),' '                                        Some(_) => request,' ;;
     keyed_future_drop_at_total_skips_cancel)
         mutate src/keyed/future.rs '                Stage::Total { total, .. } => this.core.cancel(total),' '                Stage::Total { .. } => {}' ;;
     own_timer_callback_under_lock)
@@ -631,6 +645,32 @@ apply() {
         mutate src/adaptive/mod.rs '        if slot.push(word).is_none() {
             slot.drop_one();
         }' '        let _ = slot.push(word);' ;;
+    shares_owner_not_critical)
+        mutate src/keyed/share.rs '        Criticality::Critical
+    } else if asked == Criticality::Critical {' '        asked
+    } else if asked == Criticality::Critical {' ;;
+    shares_borrower_keeps_critical)
+        mutate src/keyed/share.rs '    } else if asked == Criticality::Critical {
+        Criticality::Default' '    } else if asked == Criticality::Critical {
+        Criticality::Critical' ;;
+    shares_owned_future_ignores_share)
+        mutate src/keyed/mod.rs 'Some(g) => share::at_total(g, key.bulkhead(), *request),' 'Some(_) => *request,' ;;
+    shares_default_ignored)
+        mutate src/keyed/share.rs 'self.keys.get(key).copied().unwrap_or(self.default)' 'self.keys.get(key).copied().unwrap_or(0)' ;;
+    shares_refusal_keeps_key_slot)
+        mutate src/keyed/share.rs '            total.try_acquire_many(self.share_request(key, &key_permit.key, Request::default()))
+        });
+        key_permit.with_total(total)
+    }' '            total.try_acquire_many(self.share_request(key, &key_permit.key, Request::default()))
+        });
+        match total {
+            Some(Err(refused)) => {
+                core::mem::forget(key_permit);
+                Err(refused)
+            }
+            total => key_permit.with_total(total),
+        }
+    }' ;;
     *)
         echo "unknown mutant $1" >&2
         return 1 ;;

@@ -1181,7 +1181,10 @@ mod keyed_model;
 /// the bound on live keys and eviction. Operations: `try_acquire` of one of a few keys, drop
 /// a held permit, `evict_idle`. After every step the result (admitted, refused by the key,
 /// by the total, or for too many keys), the live keys, each live key's calls in flight and
-/// the total's are compared with the model.
+/// the total's are compared with the model. With guaranteed shares (issue 32) a caller may
+/// also queue at the total (`Wait`) and give up (`Cancel`); the callers served when a slot
+/// comes back must be the model's (owners before borrowers, FIFO within each), and the
+/// total is never over-admitted.
 mod keyed {
     use bulkhead::keyed::KeyedPermit;
     use bulkhead::RejectReason;
@@ -1192,33 +1195,52 @@ mod keyed {
     const KEYS: u8 = 6;
     const FALLBACK: u8 = KEYS - 1;
 
-    use super::keyed_model::{check_total_back, Config, Model, Outcome};
+    use super::keyed_model::{
+        check_total_back, serve_queued, Config, Model, Outcome, Queued, Shares, KEY_REFS,
+    };
 
     #[derive(Clone, Copy, Debug)]
     pub enum Op {
         TryAcquire(u8),
+        /// With shares: an `acquire_async` of the key, polled once, queued if pending.
+        Wait(u8),
+        /// With shares: drops the `i % queued`-th queued acquire, if any.
+        Cancel(usize),
         /// Drops the `i % held`-th permit held, if any.
         Drop(usize),
         EvictIdle,
     }
 
     fn config_strategy() -> impl Strategy<Value = Config> {
-        (0..3usize, 0..4usize, proptest::option::of(0..5usize), 0..4usize, any::<bool>()).prop_map(
-            |(default_limit, key0_limit, total, max_keys, fallback)| Config {
-                default_limit,
-                key0_limit,
-                total,
-                // max_keys 0 needs a fallback key (the builder refuses it otherwise).
-                max_keys: if fallback { max_keys } else { max_keys.max(1) },
-                fallback,
-            },
-        )
+        let shares = proptest::option::of((0..2u32, proptest::option::of(0..4u32)));
+        (0..3usize, 0..4usize, proptest::option::of(0..5usize), 0..4usize, any::<bool>(), shares)
+            .prop_map(|(default_limit, key0_limit, total, max_keys, fallback, shares)| {
+                // Shares need a total; the harness gives them no fallback key.
+                let shares = shares
+                    .filter(|_| total.is_some_and(|t| t > 0))
+                    .map(|(default, key0)| Shares { default, key0 });
+                let fallback = fallback && shares.is_none();
+                // With shares, keys deep enough to hold a borrowed slot and queue for more.
+                let deeper = if shares.is_some() { 2 } else { 0 };
+                // Shares above the total: the builder's error is checked in `run`.
+                Config {
+                    default_limit: default_limit + deeper,
+                    key0_limit: key0_limit + deeper,
+                    total,
+                    // max_keys 0 needs a fallback key (the builder refuses it otherwise).
+                    max_keys: if fallback { max_keys } else { max_keys.max(1) },
+                    fallback,
+                    shares,
+                }
+            })
     }
 
     fn op_strategy() -> impl Strategy<Value = Op> {
         prop_oneof![
             4 => (0..KEYS).prop_map(Op::TryAcquire),
+            3 => (0..KEYS).prop_map(Op::Wait),
             3 => any::<usize>().prop_map(Op::Drop),
+            1 => any::<usize>().prop_map(Op::Cancel),
             1 => Just(Op::EvictIdle),
         ]
     }
@@ -1242,11 +1264,58 @@ mod keyed {
     }
 
     pub fn run(config: Config, ops: &[Op]) {
+        if let Some(shares) = config.shares.filter(|s| !s.fit(config.total, config.max_keys)) {
+            let Err(err) = config.try_build("model", FALLBACK) else {
+                panic!("shares {shares:?} above the total {:?} were accepted", config.total)
+            };
+            assert_eq!(err.key(), "guaranteed_share");
+            return;
+        }
         let keyed = config.build("model", FALLBACK);
         let mut model = Model::new(config, FALLBACK);
         let mut held: Vec<KeyedPermit<'_>> = Vec::new();
+        let mut queued: Vec<(usize, u8, Queued<'_>)> = Vec::new();
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
         for (step, op) in ops.iter().enumerate() {
             match *op {
+                Op::Wait(key) if config.shares.is_some() => {
+                    let mut fut: Queued<'_> =
+                        Box::pin(keyed.acquire_async(&KEY_REFS[usize::from(key)]));
+                    let (expected, on) = model.acquire_waiting(key, step);
+                    match fut.as_mut().poll(&mut cx) {
+                        std::task::Poll::Pending => {
+                            assert_eq!(
+                                (expected, on),
+                                (Outcome::Total, Some(Some(key))),
+                                "step {step}"
+                            );
+                            queued.push((step, key, fut));
+                        }
+                        std::task::Poll::Ready(result) => {
+                            let got = match &result {
+                                Ok(_) => Outcome::Admitted,
+                                Err(full) if full.reason() == RejectReason::TooManyKeys => {
+                                    Outcome::TooManyKeys
+                                }
+                                Err(full) if full.bulkhead_name() == "model" => Outcome::Total,
+                                Err(_) => Outcome::Key,
+                            };
+                            assert_eq!(got, expected, "step {step}: acquire_async({key})");
+                            assert!(got != Outcome::Total, "step {step}: refused, not queued");
+                            if let (Ok(permit), Some(on)) = (result, on) {
+                                held.push(permit);
+                                model.held.push(on);
+                            }
+                        }
+                    }
+                }
+                Op::Cancel(i) if !queued.is_empty() => {
+                    let (id, _, fut) = queued.remove(i % queued.len());
+                    drop(fut);
+                    model.cancel(id);
+                }
+                Op::Wait(_) | Op::Cancel(_) => {}
                 Op::TryAcquire(key) => {
                     let got = match keyed.try_acquire(&key) {
                         Ok(permit) => {
@@ -1276,11 +1345,29 @@ mod keyed {
                     assert_eq!(keyed.evict_idle(), model.evict_idle(), "step {step}: evicted");
                 }
             }
+            serve_queued(&mut queued, &mut held, &mut model, step);
             // The state, compared after every step.
             model.check(&keyed, KEYS, step);
         }
+        drop(queued);
         drop(held);
         check_total_back(&keyed);
+    }
+
+    /// Shares of 1 of a total of 2: key 0 holds both slots and queues a borrower; key 1
+    /// queues an owner after it; the slot that comes back is the owner's (the model checks).
+    #[test]
+    fn keyed_shares_serve_the_owner_first() {
+        let config = Config {
+            default_limit: 2,
+            key0_limit: 3,
+            total: Some(2),
+            max_keys: 2,
+            fallback: false,
+            shares: Some(Shares { default: 1, key0: None }),
+        };
+        let ops = [Op::TryAcquire(0), Op::TryAcquire(0), Op::Wait(0), Op::Wait(1), Op::Drop(0)];
+        run(config, &ops);
     }
 
     #[test]

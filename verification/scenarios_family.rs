@@ -536,3 +536,121 @@ pub fn keyed_weighted_racing_release_keeps_total(blocking: bool, owned_async: us
         assert_quiescent(&keyed.key_bulkhead(&key).expect("live"), 2);
     }
 }
+
+/// Issue 32, guaranteed shares: keys of 3 slots, a total of `total` with unbounded waits, key
+/// 0's share `key0_share` and every other key's `default_share` (`max_keys` 2).
+fn keyed_shares(total: usize, key0_share: u32, default_share: u32) -> Arc<Keyed> {
+    let builder = bulkhead::keyed::KeyedBulkhead::builder("keyed")
+        .default_config(config(3, Duration::MAX))
+        .total(config(total, Duration::MAX))
+        .max_keys(2)
+        .shards(2)
+        .hasher(core::hash::BuildHasherDefault::<KeyHasher>::default())
+        .key_guaranteed_share(0, key0_share)
+        .guaranteed_share(default_share);
+    Arc::new(builder.build().expect("valid shares"))
+}
+
+/// Issue 32: a borrower and an owner race for the last slot of the total without waiting.
+/// Total 2, key 0's share 1, key 1's none; the main thread holds one slot of key 1. Key 1
+/// (a borrower) and key 0 (an owner) each `try_acquire` once and work under the
+/// occupancy check (limit 2 with the main thread's slot): the total is never over-admitted,
+/// whoever wins; the loser is refused by the total and holds no slot of its key; at the end
+/// every slot of both keys and of the total is back.
+pub fn keyed_shares_owner_and_borrower_race_for_last_slot() {
+    let keyed = keyed_shares(2, 1, 0);
+    let occupancy = Occupancy::new(1);
+    let held = keyed.try_acquire(&1).expect("key 1 and the total are free");
+    let caller = {
+        let (keyed, occupancy) = (Arc::clone(&keyed), Arc::clone(&occupancy));
+        move |key: usize| match keyed.try_acquire(&key) {
+            Ok(permit) => {
+                occupancy.work();
+                drop(permit);
+                1
+            }
+            Err(refused) => {
+                assert_eq!(refused.bulkhead_name(), "keyed", "refused by the total only");
+                0
+            }
+        }
+    };
+    let borrower = {
+        let caller = caller.clone();
+        rt::spawn(move || caller(1))
+    };
+    let admitted = caller(0) + join(borrower);
+    assert!(admitted >= 1, "the last slot was free: someone takes it");
+    occupancy.check(admitted);
+    drop(held);
+    assert_quiescent(keyed.total().expect("a total"), 2);
+    for key in [0, 1] {
+        assert_quiescent(&keyed.key_bulkhead(&key).expect("live"), 3);
+    }
+}
+
+/// Issue 32: an owner's release handed to the right class. Total 1, held by the main thread
+/// through key 1 (no share). A borrower of key 1 (asking `Critical` if `critical_borrower`:
+/// it must be demoted) and an owner of key 0 (its share is 1) both queue at the total, in either order; the main thread
+/// waits for both, then releases: the slot goes to the owner, whichever queued first. Each
+/// records its key when granted, then releases, which grants the other.
+pub fn keyed_shares_release_goes_to_owner(critical_borrower: bool) {
+    let keyed = keyed_shares(1, 1, 0);
+    let first = Arc::new(AtomicUsize::new(usize::MAX));
+    let held = keyed.try_acquire(&1).expect("free");
+    let spawn = |key: usize, request: bulkhead::Request| {
+        let (keyed, first) = (Arc::clone(&keyed), Arc::clone(&first));
+        rt::spawn(move || {
+            let permit = keyed.acquire_many(&key, request).expect("an unbounded wait");
+            let _ = first.compare_exchange(usize::MAX, key, SeqCst, SeqCst);
+            drop(permit);
+        })
+    };
+    let class = if critical_borrower {
+        bulkhead::Criticality::Critical
+    } else {
+        bulkhead::Criticality::Default
+    };
+    let borrower = spawn(1, bulkhead::Request::permits(1).criticality(class));
+    let owner = spawn(0, bulkhead::Request::permits(1));
+    let total = keyed.total().expect("a total");
+    wait_until(|| total.metrics().waiting_calls() == 2);
+    drop(held);
+    join(borrower);
+    join(owner);
+    assert_eq!(first.load(SeqCst), 0, "the released slot went to the borrower, not the owner");
+    assert_quiescent(total, 1);
+}
+
+/// Issue 32: a key evicted while its share is lent. Total 2, every key's share 1,
+/// `max_keys` 2. Key 2 is used once and left idle (its share lent from then on); the main
+/// thread holds both slots of the total through key 1 (one of them borrowed). A borrower
+/// of key 1 and a caller of key 3 (new: the map is full, so key 2, idle, is evicted to make
+/// room) queue at the total in either order; the release goes to key 3, an owner by the
+/// default share from its first call.
+pub fn keyed_shares_key_evicted_while_lending() {
+    let keyed = keyed_shares(2, 0, 1);
+    drop(keyed.try_acquire(&2).expect("free"));
+    let held = [keyed.try_acquire(&1).expect("free"), keyed.try_acquire(&1).expect("lent")];
+    let first = Arc::new(AtomicUsize::new(usize::MAX));
+    let spawn = |key: usize| {
+        let (keyed, first) = (Arc::clone(&keyed), Arc::clone(&first));
+        rt::spawn(move || {
+            let permit = keyed.acquire(&key).expect("an unbounded wait");
+            let _ = first.compare_exchange(usize::MAX, key, SeqCst, SeqCst);
+            drop(permit);
+        })
+    };
+    let borrower = spawn(1);
+    let newcomer = spawn(3);
+    let total = keyed.total().expect("a total");
+    wait_until(|| total.metrics().waiting_calls() == 2);
+    assert!(keyed.key_bulkhead(&2).is_none(), "key 2 was idle: evicted for key 3");
+    let [one, two] = held;
+    drop(one);
+    join(newcomer);
+    join(borrower);
+    drop(two);
+    assert_eq!(first.load(SeqCst), 3, "the new key's share went to a borrower");
+    assert_quiescent(total, 2);
+}

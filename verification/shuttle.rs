@@ -318,6 +318,14 @@ mod family {
             crate::scenarios_family::keyed_weighted_racing_release_keeps_total(true, 1);
         keyed_weighted_racing_release_three_owned_keeps_total =>
             crate::scenarios_family::keyed_weighted_racing_release_keeps_total(true, 3);
+        keyed_shares_owner_and_borrower_race_for_last_slot =>
+            crate::scenarios_family::keyed_shares_owner_and_borrower_race_for_last_slot();
+        keyed_shares_release_goes_to_owner =>
+            crate::scenarios_family::keyed_shares_release_goes_to_owner(false);
+        keyed_shares_release_goes_to_owner_before_critical_borrower =>
+            crate::scenarios_family::keyed_shares_release_goes_to_owner(true);
+        keyed_shares_key_evicted_while_lending =>
+            crate::scenarios_family::keyed_shares_key_evicted_while_lending();
     }
 
     /// As `replay` above, for these scenarios: `SHUTTLE_REPLAY_SCENARIO=<name>

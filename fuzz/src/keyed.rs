@@ -9,20 +9,32 @@
 //! by the total, or for too many keys, with the refused key named), the live keys, every
 //! key's calls in flight and the total's with a sequential model, and panics with the step
 //! number on any difference.
+//!
+//! With bit 6 of the third byte and a total, the keys get guaranteed shares (issue 32: a
+//! default share and key 0's own, from the first two bytes; no fallback key), checked by
+//! the builder against the total as the model predicts, and the total's max wait is long:
+//! `acquire_async` may then queue there. Queued futures are polled after every step; the
+//! ones served must be exactly those the model handed a returning slot to (owners, the
+//! keys within their guarantee when they asked, before borrowers, FIFO within each), the
+//! total is never over-admitted, and op 6 drops a queued future first. `call` is then
+//! `call_with` a zero max wait (a per-call wait through the share path).
 
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
 
 use bulkhead::keyed::{KeyedBulkhead, KeyedPermit};
-use bulkhead::BulkheadFull;
 use bulkhead::RejectReason;
+use bulkhead::{BulkheadFull, Request};
 
 #[path = "keyed_model.rs"]
 mod keyed_model;
 
-use keyed_model::{check_total_back, Config, Model, Outcome};
+use keyed_model::{
+    check_total_back, serve_queued, Config, Model, Outcome, Queued, Shares, KEY_REFS,
+};
 
 const KEYS: u8 = 8;
 /// The fallback key, when the configuration has one.
@@ -59,12 +71,20 @@ pub fn run_keyed_ops(data: &[u8]) {
         return;
     }
     let (head, ops) = data.split_at(3);
+    let total = (head[1] & 1 == 1).then_some(usize::from((head[1] >> 1) % 6));
+    let shares = (head[2] & 0x40 != 0 && total.is_some_and(|t| t > 0)).then(|| Shares {
+        default: u32::from(head[0] >> 7),
+        key0: (head[1] >> 5 >= 4).then(|| u32::from(head[1] >> 5) - 4),
+    });
+    // With shares, keys deep enough to hold a borrowed slot and queue for more.
+    let deeper = if shares.is_some() { 2 } else { 0 };
     let config = Config {
-        default_limit: usize::from(head[0] % 4),
-        key0_limit: usize::from((head[0] >> 2) % 5),
-        total: (head[1] & 1 == 1).then_some(usize::from((head[1] >> 1) % 6)),
+        default_limit: usize::from(head[0] % 4) + deeper,
+        key0_limit: usize::from((head[0] >> 2) % 5) + deeper,
+        total,
         max_keys: usize::from(head[2] % 5),
-        fallback: head[2] & 0x80 != 0,
+        fallback: head[2] & 0x80 != 0 && shares.is_none(),
+        shares,
     };
     if config.max_keys == 0 && !config.fallback {
         // The builder refuses it, naming the key.
@@ -72,13 +92,23 @@ pub fn run_keyed_ops(data: &[u8]) {
         assert_eq!(err.key(), "max_keys");
         return;
     }
+    if let Some(shares) = shares.filter(|s| !s.fit(total, config.max_keys)) {
+        // Above the total: the builder refuses, naming the shares.
+        let Err(err) = config.try_build("fuzz-keyed", FALLBACK) else {
+            panic!("shares {shares:?} above the total {total:?} were accepted")
+        };
+        assert_eq!(err.key(), "guaranteed_share");
+        return;
+    }
     let keyed = config.build("fuzz-keyed", FALLBACK);
     let mut model = Model::new(config, FALLBACK);
     let mut held: Vec<KeyedPermit<'_>> = Vec::new();
+    let mut queued: Vec<(usize, u8, Queued<'_>)> = Vec::new();
     let waker = Waker::from(Arc::new(NoWake));
     let mut cx = Context::from_waker(&waker);
     for (step, &byte) in ops.iter().enumerate() {
-        let key = (byte >> 3) % KEYS;
+        // With shares, three keys: callers of live keys meet at the total more often.
+        let key = (byte >> 3) % if shares.is_some() { 3 } else { KEYS };
         match byte % 8 {
             0..=2 if held.len() < MAX_HELD => {
                 let result = keyed.try_acquire(&key);
@@ -88,6 +118,31 @@ pub fn run_keyed_ops(data: &[u8]) {
                 if let (Ok(permit), Some(on)) = (result, on) {
                     held.push(permit);
                     model.held.push(on);
+                }
+            }
+            3 if held.len() + queued.len() < MAX_HELD && shares.is_some() => {
+                // The key is fail-fast, the total may queue the caller.
+                let mut fut: Queued<'_> =
+                    Box::pin(keyed.acquire_async(&KEY_REFS[usize::from(key)]));
+                let (expected, on) = model.acquire_waiting(key, step);
+                match fut.as_mut().poll(&mut cx) {
+                    Poll::Pending => {
+                        assert_eq!(
+                            (expected, on),
+                            (Outcome::Total, Some(Some(key))),
+                            "step {step}: queued"
+                        );
+                        queued.push((step, key, fut));
+                    }
+                    Poll::Ready(result) => {
+                        let got = outcome_of(&result, key, step);
+                        assert_eq!(got, expected, "step {step}: acquire_async({key})");
+                        assert!(got != Outcome::Total, "step {step}: refused, not queued");
+                        if let (Ok(permit), Some(on)) = (result, on) {
+                            held.push(permit);
+                            model.held.push(on);
+                        }
+                    }
                 }
             }
             3 if held.len() < MAX_HELD => {
@@ -105,8 +160,13 @@ pub fn run_keyed_ops(data: &[u8]) {
                 }
             }
             4 => {
-                let result =
-                    keyed.call(&key, || keyed.key_metrics(&key).map(|m| m.in_flight_calls()));
+                let in_call = || keyed.key_metrics(&key).map(|m| m.in_flight_calls());
+                let result = match shares {
+                    None => keyed.call(&key, in_call),
+                    Some(_) => {
+                        keyed.call_with(&key, Request::default().max_wait(Duration::ZERO), in_call)
+                    }
+                };
                 let got = outcome_of(&result, key, step);
                 let (expected, on) = model.acquire(key);
                 assert_eq!(got, expected, "step {step}: call({key})");
@@ -116,6 +176,12 @@ pub fn run_keyed_ops(data: &[u8]) {
                     }
                     model.release(on);
                 }
+            }
+            6 if !queued.is_empty() => {
+                let i = usize::from(byte >> 3) % queued.len();
+                let (id, _, fut) = queued.remove(i);
+                drop(fut);
+                model.cancel(id);
             }
             5 | 6 if !held.is_empty() => {
                 let i = usize::from(byte >> 3) % held.len();
@@ -128,8 +194,10 @@ pub fn run_keyed_ops(data: &[u8]) {
             }
             _ => {}
         }
+        serve_queued(&mut queued, &mut held, &mut model, step);
         model.check(&keyed, KEYS, step);
     }
+    drop(queued);
     drop(held);
     check_total_back(&keyed);
 }

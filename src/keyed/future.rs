@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use pin_project_lite::pin_project;
 
-use super::{KeyedBulkhead, KeyedPermit};
+use super::{share, KeyedBulkhead, KeyedPermit};
 use crate::bulkhead::error::BulkheadFull;
 use crate::bulkhead::future::{engine_timer, Core, DrainWait, EngineTimer, Timer};
 use crate::bulkhead::permit::Permit;
@@ -29,11 +29,14 @@ enum Stage<'a> {
     /// The look-up refused (too many keys, no fallback key; or a request above the total's
     /// limit): reported on the first poll.
     Refused(Option<BulkheadFull>),
-    /// Waiting for the key's slots; then the total's, if there is one.
+    /// Waiting for the key's slots; then the total's, if there is one. `guarantee`: the
+    /// key's guaranteed share, with shares (`share.rs`): the total is asked in the share's
+    /// class, read once the key's slots are held.
     Key {
         key: Arc<Bulkhead>,
         total: Option<&'a Bulkhead>,
         request: Request,
+        guarantee: Option<u32>,
     },
     /// Holding the key's slots, waiting for the total's.
     Total {
@@ -85,9 +88,10 @@ impl<'a, S: Future> TwoLevel<'a, S> {
         total: Option<&'a Bulkhead>,
         request: Request,
         engine_timed: bool,
+        guarantee: Option<u32>,
     ) -> Self {
         let stage = match looked_up {
-            Ok(key) => Stage::Key { key, total, request },
+            Ok(key) => Stage::Key { key, total, request, guarantee },
             Err(refused) => Stage::Refused(Some(refused)),
         };
         TwoLevel { stage, core: Core::new(engine_timed, request), engine_timed, timer: Timer::Off }
@@ -107,7 +111,7 @@ impl<'a, S: Future> TwoLevel<'a, S> {
                         Err(refused) => Err(refused),
                         Ok(mark) => {
                             let permits = this.core.permits();
-                            let Stage::Key { key, total, request } =
+                            let Stage::Key { key, total, request, guarantee } =
                                 core::mem::replace(this.stage, Stage::Done)
                             else {
                                 unreachable!("matched above")
@@ -118,8 +122,13 @@ impl<'a, S: Future> TwoLevel<'a, S> {
                             match total {
                                 None => Ok(permit),
                                 Some(total) => {
-                                    // The same request of the total as of the key, with a
-                                    // fresh wait (the key's is over).
+                                    // The same request of the total as of the key (in the
+                                    // share's class, with shares), with a fresh wait (the
+                                    // key's is over).
+                                    let request = match guarantee {
+                                        None => request,
+                                        Some(g) => share::at_total(g, &permit.key, request),
+                                    };
                                     *this.core = Core::new(*this.engine_timed, request);
                                     this.timer.set(Timer::Off);
                                     *this.stage = Stage::Total { total, permit: Some(permit) };
@@ -172,8 +181,9 @@ impl<'a> AcquireKeyed<'a> {
         looked_up: Result<Arc<Bulkhead>, BulkheadFull>,
         total: Option<&'a Bulkhead>,
         request: Request,
+        guarantee: Option<u32>,
     ) -> Self {
-        AcquireKeyed { inner: TwoLevel::new(looked_up, total, request, true) }
+        AcquireKeyed { inner: TwoLevel::new(looked_up, total, request, true, guarantee) }
     }
 }
 
@@ -218,8 +228,9 @@ where
         looked_up: Result<Arc<Bulkhead>, BulkheadFull>,
         total: Option<&'a Bulkhead>,
         make_sleep: M,
+        guarantee: Option<u32>,
     ) -> Self {
-        let inner = TwoLevel::new(looked_up, total, Request::permits(1), false);
+        let inner = TwoLevel::new(looked_up, total, Request::permits(1), false, guarantee);
         AcquireKeyedWithSleep { make_sleep, inner }
     }
 }

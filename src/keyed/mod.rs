@@ -31,7 +31,38 @@
 //! - Across keys there is no weighting: what protects a quiet key from a noisy one is the
 //!   noisy key's own limit. With per-key limits below the total, no single key can take the
 //!   whole total; a key's share of the total is at most its limit. A key cannot borrow
-//!   another key's unused slots beyond the total.
+//!   another key's unused slots beyond the total. [Guaranteed shares](#guaranteed-shares)
+//!   add a weighting at the total.
+//!
+//! # Guaranteed shares
+//!
+//! With a total, each key may be given a guaranteed share of its slots
+//! ([`KeyedBulkheadBuilder::guaranteed_share`] for every key,
+//! [`KeyedBulkheadBuilder::key_guaranteed_share`] for one). A key's caller holding its key
+//! slots counts its key's calls in flight (its own included): at most the key's share, it
+//! asks the total as an *owner*, in the total's [`Criticality::Critical`](crate::Criticality)
+//! class; above it, as a *borrower*, in its own class with `Critical` demoted to `Default`.
+//! The total is a plain [`Bulkhead`], so:
+//!
+//! - it is never over-admitted, whatever the shares: its engine admits every slot, there is
+//!   no second counter to check and then act on (the bug of Netflix concurrency-limits #234);
+//! - an idle share is lent: a borrower takes any free slot no owner waits for;
+//! - a slot that comes back goes to the oldest waiting owner before any borrower, whatever
+//!   their arrival order; then FIFO among borrowers, then the classes (sheddable last);
+//! - with the shares summing to at most the total (checked by `build`), an owner that may
+//!   wait waits only for the borrowed slots ahead of it to come back, and is never refused
+//!   because its share is lent (a full waiter queue evicts a borrower to queue it). One that
+//!   may not wait (`try_acquire`, a zero max wait at the total) **is** refused `Full` while
+//!   its share is lent: slots are lent, never revoked;
+//! - the status is fixed when the caller asks: a queued borrower is not promoted when its
+//!   key's owners finish. Counting reads the key's word (no lock, no extra write), and can
+//!   only under-count owners, never make more than the share at once.
+//!
+//! A keyed bulkhead without shares reads no share (one branch per call). Every verb that
+//! takes the total asks it in the share's class, the owned futures included (their class is
+//! read once the key's slots are held); a request's permits and own
+//! [`max_wait`](crate::Request::max_wait) are kept, only its class changes.
+//! `acquire_async_with_sleep` keeps its sleeps with shares too. `benches/results/shares.md` has the noisy-neighbour numbers.
 //!
 //! # Bounded cardinality
 //!
@@ -138,6 +169,8 @@ use crate::observe::reason::RejectReason;
 use crate::observe::Listener;
 pub use future::{AcquireKeyed, AcquireKeyedWithSleep, KeyedDrained};
 
+mod share;
+
 /// A bulkhead per key (tenant, host, route), created on first use from a per-key
 /// configuration, with an optional shared total across keys and a bound on live keys.
 ///
@@ -198,6 +231,8 @@ pub struct KeyedBulkhead<K, S = RandomState> {
     close_signal: Bulkhead,
     /// How many calls the keyed level refused with `TooManyKeys`.
     refused_keys: AtomicU64,
+    /// Guaranteed shares of the total, if any key has one (`share.rs`).
+    shares: Option<share::Shares<K>>,
     /// The timer every bulkhead of this family (each key's, the total) keeps its deadlines on.
     timer: Binding,
 }
@@ -257,6 +292,8 @@ pub struct KeyedBulkheadBuilder<K, S = RandomState> {
     fallback: Option<K>,
     hasher: S,
     shards: Option<usize>,
+    /// Guaranteed shares of the total (`share.rs`).
+    shares: share::Shares<K>,
     timer: Binding,
 }
 
@@ -372,6 +409,7 @@ where
             fallback: self.fallback,
             hasher,
             shards: self.shards,
+            shares: self.shares,
             timer: self.timer,
         }
     }
@@ -432,6 +470,9 @@ where
                 "refuses every key: give a fallback key or allow at least one key",
             ));
         }
+        let total_limit = self.total.as_ref().map(BulkheadConfig::max_concurrent_calls);
+        self.shares.validate(total_limit, self.max_keys, self.fallback.as_ref())?;
+        let shares = self.shares.is_set().then_some(self.shares);
         let shards = self.shards.unwrap_or_else(default_shards).clamp(1, MAX_SHARDS);
         let shards = shards.next_power_of_two();
         let closed_config = BulkheadConfig::builder().max_concurrent_calls(0).build()?;
@@ -460,6 +501,7 @@ where
             live: CachePadded::new(AtomicUsize::new(0)),
             closed: AtomicBool::new(false),
             refused_keys: AtomicU64::new(0),
+            shares,
         };
         if let Some(key) = self.fallback {
             let bulkhead = Arc::new(keyed.new_bulkhead(&key).0);
@@ -701,6 +743,7 @@ where
             fallback: None,
             hasher: RandomState::new(),
             shards: None,
+            shares: share::Shares::default(),
             timer: None,
         }
     }
@@ -956,6 +999,9 @@ where
         // One call site: with two (one per arm), LLVM outlined `try_key` (callgrind: +8 on
         // acquire + release, +12 on a refusal). Without a total the key's result is the
         // call's, moved as is.
+        if self.has_shares() {
+            return self.try_acquire_shared(key);
+        }
         let key_permit = self.try_key(key, KeyedPermit::key_slot);
         match self.total.as_deref() {
             None => key_permit,
@@ -988,6 +1034,9 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn acquire(&self, key: &K) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        if self.has_shares() {
+            return self.acquire_shared(key, None);
+        }
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
         let key_permit = KeyedPermit::key_slot(bulkhead, mark);
         let total = self.total.as_deref().map(Bulkhead::acquire);
@@ -1027,6 +1076,9 @@ where
         key: &K,
         wait: Duration,
     ) -> Result<KeyedPermit<'_>, BulkheadFull> {
+        if self.has_shares() {
+            return self.acquire_shared(key, Some(wait));
+        }
         let clock = crate::engine::sync::Clock::new();
         let deadline = clock.deadline(clock.now(), wait);
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, |b| b.acquire_timeout(wait))?;
@@ -1114,7 +1166,13 @@ where
         M: FnMut(Duration) -> F,
         F: Future,
     {
-        AcquireKeyedWithSleep::new(self.bulkhead_for(key), self.total.as_deref(), make_sleep)
+        let guarantee = self.shares.as_ref().map(|shares| shares.of(key));
+        AcquireKeyedWithSleep::new(
+            self.bulkhead_for(key),
+            self.total.as_deref(),
+            make_sleep,
+            guarantee,
+        )
     }
 
     /// Takes an owned slot of `key` (and of the total) if free. Never waits. The permit
@@ -1138,6 +1196,9 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_acquire_owned(&self, key: &K) -> Result<OwnedKeyedPermit, BulkheadFull> {
+        if self.has_shares() {
+            return self.try_acquire_many_owned(key, 1);
+        }
         let key_permit = self.try_key(key, OwnedPermit::from_acquired)?;
         let total = self.total.as_ref().map(Bulkhead::try_acquire_owned);
         both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
@@ -1166,6 +1227,9 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn acquire_owned(&self, key: &K) -> Result<OwnedKeyedPermit, BulkheadFull> {
+        if self.has_shares() {
+            return self.acquire_owned_shared(key);
+        }
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
         let key_permit = OwnedPermit::from_acquired(bulkhead, mark);
         let total = self.total.as_ref().map(Bulkhead::acquire_owned);
@@ -1320,6 +1384,7 @@ where
         self.total_admits(n)?;
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, |key| acquire(key, request))?;
         let key_permit = KeyedPermit::key_slots(bulkhead, n, mark);
+        let request = self.share_request(key, &key_permit.key, request);
         key_permit.with_total(self.total.as_deref().map(|total| acquire(total, request)))
     }
 
@@ -1374,7 +1439,9 @@ where
         // creates no key), as the blocking verbs do.
         let looked_up =
             self.total_admits(request.num_permits()).and_then(|()| self.bulkhead_for(key));
-        AcquireKeyed::new(looked_up, self.total.as_deref(), request)
+        // With shares, the total is asked in the share's class once the key's slots are held.
+        let guarantee = self.shares.as_ref().map(|shares| shares.of(key));
+        AcquireKeyed::new(looked_up, self.total.as_deref(), request, guarantee)
     }
 
     /// Takes `n` slots of `key` and `n` of the total at once as an owned permit, if they are
@@ -1422,6 +1489,7 @@ where
         self.total_admits(n)?;
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, |key| at_key(key, request))?;
         let key_permit = OwnedPermit::with_permits(bulkhead, n, mark);
+        let request = self.share_request(key, key_permit.bulkhead(), request);
         let total = self.total.as_ref().map(|total| at_total(total, request));
         both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
     }
@@ -1459,7 +1527,8 @@ where
         let request = request.into();
         let looked_up =
             self.total_admits(request.num_permits()).and_then(|()| self.bulkhead_for(key));
-        AcquireOwnedKeyed::new(looked_up, self.total.clone(), request)
+        let guarantee = self.shares.as_ref().map(|shares| shares.of(key));
+        AcquireOwnedKeyed::new(looked_up, self.total.clone(), request, guarantee)
     }
 
     /// Takes `n` slots of `key` and `n` of the total at once, waiting at most `wait` in all
@@ -2776,6 +2845,9 @@ pin_project! {
             total: Option<Arc<Bulkhead>>,
             // The request, kept for the total (the key's acquire has its own copy).
             request: Request,
+            // The key's guaranteed share, with shares (`share.rs`): the total is asked in
+            // the share's class, read once the key's slots are held.
+            guarantee: Option<u32>,
         },
         Total {
             #[pin]
@@ -2787,16 +2859,18 @@ pin_project! {
 }
 
 impl AcquireOwnedKeyed {
-    /// Waits for `permits` slots of the looked-up key's bulkhead, then as many of `total`.
+    /// Waits for `permits` slots of the looked-up key's bulkhead, then as many of `total`
+    /// (in the class of the key's `guarantee`, with shares).
     pub(crate) fn new(
         looked_up: Result<Arc<Bulkhead>, BulkheadFull>,
         total: Option<Arc<Bulkhead>>,
         request: Request,
+        guarantee: Option<u32>,
     ) -> Self {
         let state = match looked_up {
             Ok(bulkhead) => {
                 let acquire = AcquireOwned::many(bulkhead, request);
-                OwnedState::Key { acquire, total, request }
+                OwnedState::Key { acquire, total, request, guarantee }
             }
             Err(refused) => OwnedState::Refused { refused: Some(refused) },
         };
@@ -2814,18 +2888,25 @@ impl Future for AcquireOwnedKeyed {
                 OwnedStateProj::Refused { refused } => {
                     Err(refused.take().expect("a refusal is reported once"))
                 }
-                OwnedStateProj::Key { acquire, total, request } => match ready!(acquire.poll(cx)) {
-                    Err(refused) => Err(refused),
-                    Ok(key) => match total.take() {
-                        None => Ok(OwnedKeyedPermit { key, total: None }),
-                        Some(total) => {
-                            // The same request of the total as of the key.
-                            let acquire = AcquireOwned::many(total, *request);
-                            state.set(OwnedState::Total { acquire, key: Some(key) });
-                            continue;
-                        }
-                    },
-                },
+                OwnedStateProj::Key { acquire, total, request, guarantee } => {
+                    match ready!(acquire.poll(cx)) {
+                        Err(refused) => Err(refused),
+                        Ok(key) => match total.take() {
+                            None => Ok(OwnedKeyedPermit { key, total: None }),
+                            Some(total) => {
+                                // The same request of the total as of the key, in the share's
+                                // class with shares.
+                                let request = match *guarantee {
+                                    None => *request,
+                                    Some(g) => share::at_total(g, key.bulkhead(), *request),
+                                };
+                                let acquire = AcquireOwned::many(total, request);
+                                state.set(OwnedState::Total { acquire, key: Some(key) });
+                                continue;
+                            }
+                        },
+                    }
+                }
                 OwnedStateProj::Total { acquire, key } => {
                     let acquired = ready!(acquire.poll(cx));
                     let key = key.take().expect("the key's slot is held until the total answers");

@@ -27,6 +27,7 @@ const SETTINGS: &[(&str, &str)] = &[
     ("queuetarget", "queue-target"),
     ("queueinterval", "queue-interval"),
     ("sheddableheadroom", "sheddable-headroom"),
+    ("guaranteedshare", "guaranteed-share"),
 ];
 
 /// The values `queue-order` takes, by relaxed name, with the name we print.
@@ -76,6 +77,7 @@ enum Setting {
     QueueTarget,
     QueueInterval,
     SheddableHeadroom,
+    GuaranteedShare,
 }
 
 /// A `queue-order` as written; the adaptive one takes its target and interval from
@@ -121,6 +123,8 @@ struct Decl {
     queue_target: Option<At<Duration>>,
     queue_interval: Option<At<Duration>>,
     sheddable_headroom: Option<At<usize>>,
+    /// A keyed bulkhead's guaranteed share of its total (read by `configs_from_file`).
+    guaranteed_share: Option<At<u32>>,
 }
 
 /// An `adaptive:` block as written (our extension of the layout).
@@ -518,6 +522,7 @@ impl Binder {
             "queuetarget" => Setting::QueueTarget,
             "queueinterval" => Setting::QueueInterval,
             "sheddableheadroom" => Setting::SheddableHeadroom,
+            "guaranteedshare" => Setting::GuaranteedShare,
             _ if ignored_reason(canon).is_some() => {
                 if segs.len() == 5 {
                     self.ignore(path, value, canon);
@@ -591,10 +596,22 @@ impl Binder {
                 .map(|d| decl.queue_interval = Some(At { value: d, path: path.clone() })),
             Setting::SheddableHeadroom => count(value, BulkheadConfig::MAX_CONCURRENT_CALLS)
                 .map(|n| decl.sheddable_headroom = Some(At { value: n, path: path.clone() })),
+            Setting::GuaranteedShare => count(value, u32::MAX as usize).map(|n| {
+                let value = u32::try_from(n).unwrap_or(u32::MAX); // `count` checked the bound
+                decl.guaranteed_share = Some(At { value, path: path.clone() });
+            }),
         };
         if let Err(problem) = result {
             self.error(path, value.render(), problem);
         }
+    }
+
+    /// An entry's `guaranteed-share`: its own, else that of the nearest config of its
+    /// `base-config` chain that writes one.
+    fn inherited_share(&self, decl: &Decl, chain: &[String]) -> Option<At<u32>> {
+        decl.guaranteed_share
+            .clone()
+            .or_else(|| chain.iter().find_map(|c| self.configs.get(c)?.guaranteed_share.clone()))
     }
 
     /// One key of an instance's `adaptive:` block (our extension; later documents override).
@@ -662,13 +679,18 @@ impl Binder {
             if let Some((config, chain, origins)) =
                 self.resolve(&decl, Some(name), None, &mut cycles)
             {
+                let guaranteed_share = self.inherited_share(&decl, &chain);
                 configs.push(NamedConfig {
                     name: name.clone(),
                     path: decl.path,
                     config,
                     chain,
-                    origins,
+                    origins: Origins {
+                        guaranteed_share: path_of(guaranteed_share.clone()),
+                        ..origins
+                    },
                     adaptive: None,
+                    guaranteed_share: guaranteed_share.map(|at| at.value),
                 });
             }
         }
@@ -678,6 +700,7 @@ impl Binder {
         for (name, decl) in instance_decls {
             if let Some((config, chain, origins)) = self.resolve(&decl, None, implicit, &mut cycles)
             {
+                let guaranteed_share = self.inherited_share(&decl, &chain);
                 let adaptive = decl.adaptive.as_ref().and_then(|block| {
                     let settings = AdaptiveSettings {
                         path: format!("{}.adaptive", decl.path),
@@ -700,8 +723,12 @@ impl Binder {
                     path: decl.path,
                     config,
                     chain,
-                    origins,
+                    origins: Origins {
+                        guaranteed_share: path_of(guaranteed_share.clone()),
+                        ..origins
+                    },
                     adaptive,
+                    guaranteed_share: guaranteed_share.map(|at| at.value),
                 });
             } else {
                 self.facts.unresolved_instances.insert(name);
@@ -877,6 +904,7 @@ impl Binder {
                     queue_target: path_of(target.filter(|_| adaptive)),
                     queue_interval: path_of(interval.filter(|_| adaptive)),
                     sheddable_headroom: path_of(headroom),
+                    guaranteed_share: None, // an instance's, set by the caller
                 },
             )),
             Err(e) => {

@@ -26,7 +26,9 @@
 //!   `resilience4j.bulkhead.tags.<key>` (the registry's tags).
 //! - Settings: `max-concurrent-calls`, `max-wait-duration`, `base-config`, and this crate's
 //!   `max-waiting-calls`, `queue-order`, `queue-target`, `queue-interval` and
-//!   `sheddable-headroom` (see [Queue order and headroom](#queue-order-and-headroom)).
+//!   `sheddable-headroom` (see [Queue order and headroom](#queue-order-and-headroom)), and
+//!   a keyed bulkhead's `guaranteed-share` (a whole number: see
+//!   [`Instance::guaranteed_share`]).
 //!   `type: SEMAPHORE` is accepted; `type: THREADPOOL` is accepted too but reported by rule
 //!   [`R-RES-BH-X1`](rules::THREAD_POOL). An instance's `adaptive:` block is ours too
 //!   ([`AdaptiveSettings`]).
@@ -372,6 +374,7 @@ pub(crate) struct Origins {
     pub(crate) queue_target: Option<String>,
     pub(crate) queue_interval: Option<String>,
     pub(crate) sheddable_headroom: Option<String>,
+    pub(crate) guaranteed_share: Option<String>,
 }
 
 /// A bulkhead instance from `resilience4j.bulkhead.instances.<name>` (or a named config from
@@ -407,6 +410,7 @@ pub struct Instance {
     pub(crate) chain: Vec<String>,
     pub(crate) origins: Origins,
     pub(crate) adaptive: Option<AdaptiveSettings>,
+    pub(crate) guaranteed_share: Option<u32>,
 }
 
 impl Instance {
@@ -421,6 +425,22 @@ impl Instance {
     /// ```
     pub fn adaptive(&self) -> Option<&AdaptiveSettings> {
         self.adaptive.as_ref()
+    }
+
+    /// Its `guaranteed-share` (our extension of the layout), written or inherited through
+    /// `base-config`: read by a keyed bulkhead's
+    /// [`configs_from_file`](crate::keyed::KeyedBulkheadBuilder::configs_from_file), the
+    /// keyed bulkhead's own instance giving every key's default share and an instance
+    /// `"<name>/<key>"` that key's. A plain bulkhead has no total to share: it ignores it.
+    ///
+    /// ```
+    /// use bulkhead::file::ConfigFile;
+    /// let file = ConfigFile::from_yaml_str("resilience4j.bulkhead.instances.tenants/gold.guaranteed-share: 4")?;
+    /// assert_eq!(file.instance("tenants/gold").unwrap().guaranteed_share(), Some(4));
+    /// # Ok::<(), bulkhead::file::FileError>(())
+    /// ```
+    pub fn guaranteed_share(&self) -> Option<u32> {
+        self.guaranteed_share
     }
 
     /// The name: the key under `instances` (or under `configs`, for a [`NamedConfig`]).
@@ -454,7 +474,7 @@ impl Instance {
     /// default. `setting` is a key as the file writes it, relaxed (`queue-target`,
     /// `queueTarget`); `None` too for a name that is not one of `max-concurrent-calls`,
     /// `max-wait-duration`, `max-waiting-calls`, `queue-order`, `queue-target`,
-    /// `queue-interval`, `sheddable-headroom`.
+    /// `queue-interval`, `sheddable-headroom`, `guaranteed-share`.
     ///
     /// ```
     /// use bulkhead::file::ConfigFile;
@@ -481,6 +501,7 @@ impl Instance {
             "queuetarget" => o.queue_target.as_deref(),
             "queueinterval" => o.queue_interval.as_deref(),
             "sheddableheadroom" => o.sheddable_headroom.as_deref(),
+            "guaranteedshare" => o.guaranteed_share.as_deref(),
             _ => None,
         }
     }
