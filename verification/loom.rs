@@ -815,4 +815,12 @@ mod junctions {
             scenarios_junctions::keyed_total_waiter_dropped_racing_release,
         );
     }
+
+    /// Per-call wait x weights x class x timer x a panicking waker.
+    #[test]
+    fn per_call_wait_critical_weighted_head_with_panicking_waker() {
+        run_model("junctions::per_call_wait_critical_weighted_head_with_panicking_waker", || {
+            scenarios_junctions::per_call_wait_critical_weighted_head_with_panicking_waker_serves_the_waiter_behind()
+        });
+    }
 }

@@ -77,12 +77,32 @@ fn quiet_contained_panics() {
 /// deadline: the timer withdraws the head, and the slot it held back must go to the waiter
 /// behind, without the head's future (before the fix: nobody served it, a deadlock).
 pub fn timed_out_weighted_head_unpolled_serves_the_waiter_behind(async_behind: bool) {
+    timed_out_head_unpolled_serves_the_waiter_behind(async_behind, false);
+}
+
+/// The same where five features meet (issue 31's per-call wait): the bulkhead's own wait is
+/// an hour, and the head's deadline is its request's own `max_wait`; the head is weighted
+/// (2) and `Critical`, and its waker panics when the timer withdraws it (contained: the
+/// timer goes on, the waiter behind is still served).
+pub fn per_call_wait_critical_weighted_head_with_panicking_waker_serves_the_waiter_behind() {
+    quiet_contained_panics();
+    timed_out_head_unpolled_serves_the_waiter_behind(false, true);
+}
+
+fn timed_out_head_unpolled_serves_the_waiter_behind(async_behind: bool, per_call: bool) {
     const DEADLINE: u64 = 5;
-    let bulkhead = bulkhead("weights_x_timer", 2, Duration::from_nanos(DEADLINE), None);
+    let deadline = Duration::from_nanos(DEADLINE);
+    let configured = if per_call { LONG_WAIT } else { deadline };
+    let bulkhead = bulkhead("weights_x_timer", 2, configured, None);
     let occupancy = Occupancy::new(2);
     let held = bulkhead.try_acquire_owned().expect("free");
-    let mut head = Box::pin(bulkhead.acquire_many_async(2));
-    let waker = noop();
+    let (mut head, waker) = if per_call {
+        let request = Request::permits(2).criticality(Criticality::Critical).max_wait(deadline);
+        let panicking = Arc::new(PanickingWaker(std::sync::atomic::AtomicUsize::new(0)));
+        (Box::pin(bulkhead.acquire_many_async(request)), Waker::from(panicking))
+    } else {
+        (Box::pin(bulkhead.acquire_many_async(2)), noop())
+    };
     assert!(head.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
     let behind = {
         let (bulkhead, occupancy) = (Arc::clone(&bulkhead), Arc::clone(&occupancy));
@@ -98,12 +118,12 @@ pub fn timed_out_weighted_head_unpolled_serves_the_waiter_behind(async_behind: b
             drop(permit);
         })
     };
-    let clock = rt::spawn(|| bulkhead::model::advance_to(Duration::from_nanos(DEADLINE)));
+    let clock = rt::spawn(move || bulkhead::model::advance_to(deadline));
     join(clock);
     join(behind);
     // The head's future is still alive and unpolled: nothing may depend on it.
     assert_work_conserving(&bulkhead);
-    match head.as_mut().poll(&mut Context::from_waker(&waker)) {
+    match head.as_mut().poll(&mut Context::from_waker(&noop())) {
         Poll::Ready(Err(e)) => assert_eq!(e.reason(), RejectReason::WaitTimedOut),
         other => panic!("the head ends timed out, got {other:?}"),
     }

@@ -430,6 +430,8 @@ mod junctions {
             crate::scenarios_junctions::newcomer_granted_by_its_own_enqueue_is_not_woken();
         keyed_total_waiter_dropped_racing_release =>
             crate::scenarios_junctions::keyed_total_waiter_dropped_racing_release();
+        per_call_wait_critical_weighted_head_with_panicking_waker =>
+            crate::scenarios_junctions::per_call_wait_critical_weighted_head_with_panicking_waker_serves_the_waiter_behind();
     }
 
     /// As `replay` above, for these scenarios (`... cargo test ... junctions::replay -- --ignored`).
