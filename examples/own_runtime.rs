@@ -30,6 +30,10 @@ use std::time::{Duration, Instant};
 use bulkhead::timer::Timer;
 use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
 
+#[path = "support/measure.rs"]
+mod measure;
+use measure::{percentile, timer_threads};
+
 /// What a timer entry does when due.
 enum Action {
     /// A task's sleep ended.
@@ -218,25 +222,6 @@ impl Future for Sleep {
         }
         Poll::Pending
     }
-}
-
-/// How many threads of this process are named `bulkhead-timer` (Linux: `/proc`).
-fn timer_threads() -> usize {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .filter(|comm| comm.trim() == "bulkhead-timer")
-        .count()
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index]
 }
 
 const WAITERS: usize = 4;

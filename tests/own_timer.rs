@@ -20,16 +20,9 @@ use common::{
     assert_quiescent, join_guarded, limit_wait, poll_once, with_hang_guard, CountingWaker,
 };
 
-/// How many threads of this process are named `bulkhead-timer` (Linux: `/proc`).
-fn timer_threads() -> usize {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .filter(|comm| comm.trim() == "bulkhead-timer")
-        .count()
-}
+#[path = "../examples/support/measure.rs"]
+mod measure;
+use measure::timer_threads;
 
 /// The instants a timer's callback was given, in order.
 #[derive(Default)]

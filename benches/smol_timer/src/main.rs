@@ -29,6 +29,10 @@ use bulkhead::{Bulkhead, BulkheadConfig, RejectReason};
 use smol::channel::Receiver;
 use smol::future;
 
+#[path = "../../../examples/support/measure.rs"]
+mod measure;
+use measure::{percentile, timer_threads};
+
 /// What woke the driver.
 enum Event {
     /// The earliest instant it keeps has come.
@@ -70,25 +74,6 @@ async fn drive(timer: Timer, told: Receiver<Instant>, fires: Rc<Cell<usize>>) {
             Event::Closed => return,
         }
     }
-}
-
-/// How many threads of this process are named `bulkhead-timer` (Linux: `/proc`).
-fn timer_threads() -> usize {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .filter(|comm| comm.trim() == "bulkhead-timer")
-        .count()
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index]
 }
 
 const WAITERS: usize = 4;
