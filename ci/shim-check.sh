@@ -4,7 +4,7 @@
 # the engine files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-engine=(src/engine/state.rs src/bulkhead/blocking.rs src/bulkhead/future.rs src/bulkhead/mod.rs src/bulkhead/permit.rs src/observe/mod.rs src/keyed/mod.rs src/engine/timer.rs)
+engine=(src/engine/state.rs src/bulkhead/blocking.rs src/bulkhead/future.rs src/bulkhead/mod.rs src/bulkhead/permit.rs src/observe/mod.rs src/keyed/*.rs src/engine/timer.rs)
 pattern='(std|core)::sync::atomic|parking_lot::|std::thread::(park|current)|Instant::now|loom::|shuttle::'
 # Comments and doc examples (user code) may name them.
 if grep -nE "$pattern" "${engine[@]}" | grep -vE '^[^:]+:[0-9]+:\s*//'; then

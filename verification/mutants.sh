@@ -430,39 +430,39 @@ apply() {
     removed_listener_still_called)
         mutate src/observe/mod.rs 'if node.active.load(Ordering::Relaxed) {' 'if node.active.load(Ordering::Relaxed) || true {' ;;
     keyed_total_refusal_keeps_key_slot)
-        mutate src/keyed/mod.rs '            drop(key);
+        mutate src/keyed/permit.rs '            drop(key);
             Err(refused)' '            std::mem::forget(key);
             Err(refused)' ;;
     keyed_sync_takes_total_before_key)
-        mutate src/keyed/mod.rs '        let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
+        mutate src/keyed/acquire.rs '        let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
         let key_permit = KeyedPermit::key_slot(bulkhead, mark);
         let total = self.total.as_deref().map(Bulkhead::acquire);' '        let total = self.total.as_deref().map(Bulkhead::acquire);
         let (bulkhead, mark) = take(self.bulkhead_for(key)?, Bulkhead::acquire)?;
         let key_permit = KeyedPermit::key_slot(bulkhead, mark);' ;;
     keyed_evicts_by_metrics)
-        mutate src/keyed/mod.rs '    Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()' '    bulkhead.sem().is_idle_acquire()' ;;
+        mutate src/keyed/map.rs '    Arc::strong_count(bulkhead) == 1 && bulkhead.is_idle_acquire()' '    bulkhead.is_idle_acquire()' ;;
     keyed_evicts_without_acquire)
-        mutate src/keyed/mod.rs '    Arc::strong_count(bulkhead) == 1 && bulkhead.sem().is_idle_acquire()' '    Arc::strong_count(bulkhead) == 1' ;;
+        mutate src/keyed/map.rs '    Arc::strong_count(bulkhead) == 1 && bulkhead.is_idle_acquire()' '    Arc::strong_count(bulkhead) == 1' ;;
     keyed_bound_without_reservation)
-        mutate src/keyed/mod.rs '            match self.live.compare_exchange(live, live + 1, Ordering::Relaxed, Ordering::Relaxed) {
+        mutate src/keyed/map.rs '            match self.live.compare_exchange(live, live + 1, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return true,
                 Err(now) => live = now,
             }' '            self.live.fetch_add(1, Ordering::Relaxed);
             return true;' ;;
     keyed_closed_full_map_too_many_keys)
-        mutate src/keyed/mod.rs '            if shard.closed || self.closed.load(Ordering::Relaxed) {' '            if (shard.closed || self.closed.load(Ordering::Relaxed)) && self.live_keys() < self.max_keys {' ;;
+        mutate src/keyed/map.rs '            if shard.closed || self.closed.load(Ordering::Relaxed) {' '            if (shard.closed || self.closed.load(Ordering::Relaxed)) && self.live_keys() < self.max_keys {' ;;
     keyed_closed_key_never_idle)
         mutate src/engine/state.rs '        word.in_flight() == 0 && (!word.has_waiters() || word.is_closed())' '        word.in_flight() == 0 && !word.has_waiters()' ;;
     keyed_same_key_reserves_before_lookup)
-        mutate src/keyed/mod.rs '            let mut shard = self.shard(hash).lock();
+        mutate src/keyed/map.rs '            let mut shard = self.shard(hash).lock();
             if let Some(entry) = shard.table.find(hash, |e| *e.key == *key) {
                 let found = Arc::clone(&entry.bulkhead);' '            let reserved = self.reserve();
             let mut shard = self.shard(hash).lock();
             if let Some(entry) = shard.table.find(hash, |e| *e.key == *key) {
                 let found = Arc::clone(&entry.bulkhead);' &&
-        mutate src/keyed/mod.rs '            if !self.reserve() {' '            if !reserved {' ;;
+        mutate src/keyed/map.rs '            if !self.reserve() {' '            if !reserved {' ;;
     keyed_try_takes_total_before_key)
-        mutate src/keyed/mod.rs '        let key_permit = self.try_key(key, KeyedPermit::key_slot);
+        mutate src/keyed/acquire.rs '        let key_permit = self.try_key(key, KeyedPermit::key_slot);
         match self.total.as_deref() {
             None => key_permit,
             Some(total) => key_permit?.with_total(Some(total.try_acquire())),' '        let total_first = self.total.as_deref().map(Bulkhead::try_acquire);
@@ -471,11 +471,11 @@ apply() {
             None => key_permit,
             Some(total) => key_permit?.with_total(Some(total)),' ;;
     keyed_listener_read_before_shard_lock)
-        mutate src/keyed/mod.rs '        let mut new = Some((Arc::new(key.clone()), Arc::new(bulkhead)));' '        let mut new = Some((Arc::new(key.clone()), Arc::new(bulkhead)));
+        mutate src/keyed/map.rs '        let mut new = Some((Arc::new(key.clone()), Arc::new(bulkhead)));' '        let mut new = Some((Arc::new(key.clone()), Arc::new(bulkhead)));
         let early = self.settings.lock().bring_up_to_date(key, &new.as_ref().expect("made").1, version);' &&
-        mutate src/keyed/mod.rs '            let listeners = self.settings.lock().bring_up_to_date(&key, &bulkhead, version);' '            let listeners = early;' ;;
+        mutate src/keyed/map.rs '            let listeners = self.settings.lock().bring_up_to_date(&key, &bulkhead, version);' '            let listeners = early;' ;;
     keyed_owned_async_skips_total)
-        mutate src/keyed/mod.rs '                    Ok(key) => match total.take() {' '                    Ok(key) => match total.take().filter(|_| false) {' ;;
+        mutate src/keyed/future.rs '                    Ok(key) => match total.take() {' '                    Ok(key) => match total.take().filter(|_| false) {' ;;
     adaptive_releases_before_recording)
         mutate src/bulkhead/mod.rs '            hook.finished(self, mark);
             core::mem::forget(guard);
@@ -567,9 +567,9 @@ apply() {
         drop(queue);
     }' ;;
     keyed_owned_async_total_takes_one)
-        mutate src/keyed/mod.rs '                                let acquire = AcquireOwned::many(total, request);' '                                let acquire = AcquireOwned::many(total, Request::permits(1));' ;;
+        mutate src/keyed/future.rs '                                let acquire = AcquireOwned::many(total, request);' '                                let acquire = AcquireOwned::many(total, Request::permits(1));' ;;
     keyed_weighted_total_takes_one)
-        mutate src/keyed/mod.rs '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, request)))' '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, Request::permits(1))))' ;;
+        mutate src/keyed/acquire.rs '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, request)))' '        key_permit.with_total(self.total.as_deref().map(|total| acquire(total, Request::permits(1))))' ;;
     adaptive_limit_applied_without_recheck)
         mutate src/adaptive/mod.rs '            if latest == limit {' '            if latest == limit || true {' ;;
     adaptive_fold_skips_recheck)
@@ -658,7 +658,7 @@ apply() {
         Criticality::Default' '    } else if asked == Criticality::Critical {
         Criticality::Critical' ;;
     shares_owned_future_ignores_share)
-        mutate src/keyed/mod.rs 'Some(g) => share::at_total(g, key.bulkhead(), *request),' 'Some(_) => *request,' ;;
+        mutate src/keyed/future.rs 'Some(g) => share::at_total(g, key.bulkhead(), *request),' 'Some(_) => *request,' ;;
     shares_default_ignored)
         mutate src/keyed/share.rs 'self.keys.get(key).copied().unwrap_or(self.default)' 'self.keys.get(key).copied().unwrap_or(0)' ;;
     shares_refusal_keeps_key_slot)

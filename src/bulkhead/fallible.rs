@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use crate::bulkhead::error::BulkheadFull;
 use crate::bulkhead::permit::{Marked, Outcome};
+use crate::bulkhead::request::Request;
 use crate::bulkhead::Bulkhead;
 
 impl Bulkhead {
@@ -194,7 +195,7 @@ impl Bulkhead {
     /// ```
     pub fn call_fallible_with<T, E>(
         &self,
-        request: impl Into<crate::Request>,
+        request: impl Into<Request>,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, E>
     where
@@ -234,7 +235,7 @@ impl Bulkhead {
     /// ```
     pub async fn call_async_fallible_with<T, E, F>(
         &self,
-        request: impl Into<crate::Request>,
+        request: impl Into<Request>,
         fut: F,
     ) -> Result<T, E>
     where

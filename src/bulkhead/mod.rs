@@ -1,4 +1,25 @@
 //! The public bulkhead: a named limit on concurrent calls to one downstream system.
+//!
+//! | file | what it holds |
+//! |------|---------------|
+//! | `mod.rs` | [`Bulkhead`]: its verbs (acquire, try, timed, async, owned, weighted, `call`), close and drain, configuration changes, observation (counters, listeners, events), and the face the keyed and adaptive bulkheads go through |
+//! | `config.rs` | `BulkheadConfig`, its builder, `ConfigError` |
+//! | `error.rs` | `BulkheadFull`, the refusal |
+//! | `request.rs` | `Request`: a call's permits, class and own max wait |
+//! | `permit.rs` | `Permit`, `OwnedPermit` and their marks |
+//! | `future.rs` | the named futures (`Acquire`, `AcquireOwned`, `AcquireWithSleep`, `Drained`) |
+//! | `blocking.rs` | the blocking slow path and drain wait, and the check that refuses to block an async worker |
+//! | `fallible.rs` | the fallible `call` verbs |
+//! | `hook.rs` | the limit hook an adaptive bulkhead attaches |
+//!
+//! # Why `mod.rs` is long
+//!
+//! About 2 000 lines, half of them docs: every public verb carries its contract (errors,
+//! blocking, cancel safety, panics) and a doc test, which is the documentation users read.
+//! The code is the one type's methods on one state word: each verb is a few lines over the
+//! same fast path, slow path and observation path (`permitted`, `refuse`,
+//! `release_permits`), which are read together to check that a grant is reported once and a
+//! release never skipped. What is separable is in the files above.
 
 mod blocking;
 pub(crate) mod config;
@@ -1934,6 +1955,61 @@ impl Bulkhead {
 
     pub(crate) fn sem(&self) -> &Semaphore {
         &self.sem
+    }
+
+    // The face the keyed bulkhead goes through (src/keyed/): each an inlined call on, or a
+    // read of, the same word as the engine's, so no hot path pays for the indirection.
+
+    /// A slot taken without waiting, for a caller that builds its own guard and refusal (the
+    /// keyed map, which takes it under a shard's lock): `Ok` with the word of the grant, to
+    /// report with [`permitted`](Self::permitted); `Err` with the word that refused, for
+    /// [`refuse`](Self::refuse) or [`refuse_unobserved`](Self::refuse_unobserved). A default
+    /// caller takes a permit held back for a sheddable waiter (issue 29).
+    #[inline]
+    pub(crate) fn try_take(&self) -> Result<Word, Word> {
+        self.sem.try_acquire().or_else(|word| self.sem.try_acquire_held_back(word))
+    }
+
+    /// Whether a refusal read from `word` reaches user code (listeners, counters, a `tracing`
+    /// subscriber): the condition under which [`reject`](Self::reject) does more than build
+    /// the error.
+    #[inline]
+    pub(crate) fn refusal_is_observed(word: Word) -> bool {
+        word.is_observed() || crate::observe::trace::interested()
+    }
+
+    /// Refuses a request for `n` that could never be granted (above the limit), from one
+    /// load of the word and before taking or queuing anything (`ExceedsLimit`, or as
+    /// [`refuse_many`](Self::refuse_many) words it); `Ok` otherwise.
+    #[inline]
+    pub(crate) fn refuse_above_limit(&self, n: u32) -> Result<(), BulkheadFull> {
+        let word = self.sem.load();
+        if word.exceeds_limit(n) {
+            return Err(self.refuse_many(word, Request::permits(n)));
+        }
+        Ok(())
+    }
+
+    /// The mark of a call that starts now without taking a slot (a permit split off another
+    /// that holds them): [`permitted`](Self::permitted) on the current word.
+    #[inline]
+    pub(crate) fn permitted_now(&self) -> Mark {
+        self.permitted(self.sem.load())
+    }
+
+    /// How many calls are in flight, from one load of the word (a snapshot: it orders
+    /// nothing).
+    #[inline]
+    pub(crate) fn in_flight(&self) -> usize {
+        self.sem.load().in_flight()
+    }
+
+    /// Nothing in flight and nobody queued (or closed with nothing in flight), read with
+    /// Acquire so that every release so far happens-before what the caller does next (the
+    /// keyed map evicts an idle key on this answer: `Semaphore::is_idle_acquire`).
+    #[inline]
+    pub(crate) fn is_idle_acquire(&self) -> bool {
+        self.sem.is_idle_acquire()
     }
 
     /// For checkers and tests: whether the bulkhead is work-conserving right now (design

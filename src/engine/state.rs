@@ -152,6 +152,18 @@
 //! refuse while `WAITERS` is set, and the releaser (or whoever holds the lock first) drains
 //! it to the oldest waiter. Metrics read in that window see one available permit. (With a
 //! weighted head the window lasts until the head's whole request is free: see above.)
+//!
+//! # Why one file
+//!
+//! About 2 000 lines, a quarter of them these docs and the unit tests. The word, the queue
+//! and the protocol are one lock protocol: every invariant above names both the word's bits
+//! and the queue (`WAITERS` is set iff a waiter is queued; a drain grants in one CAS what the
+//! queue's head needs), and every path that changes one reads or writes the other under the
+//! same lock, in an order the synchronizes-with pairs fix. Split, a reader checking a path
+//! against the invariants would read two files at once, and the `Word`'s bit tricks would
+//! be visible to code that is not bound by the protocol. What does stand apart is already
+//! apart: the classes and queue order (`policy.rs`), the primitives (`sync.rs`), the deadline
+//! timer (`timer.rs`), foreign calls (`foreign.rs`).
 
 use std::sync::{Arc, Weak};
 use std::task::Waker;

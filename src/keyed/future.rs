@@ -1,7 +1,8 @@
 //! The keyed bulkhead's borrowed futures, named so that a runtime author can store them in a
 //! struct without boxing (issue 30): [`AcquireKeyed`] (`acquire_async`,
 //! `acquire_many_async`), [`AcquireKeyedWithSleep`] (`acquire_async_with_sleep`) and
-//! [`KeyedDrained`] (`drained`). The owned one, `AcquireOwnedKeyed`, is beside the verbs.
+//! [`KeyedDrained`] (`drained`); and the owned one, [`AcquireOwnedKeyed`]
+//! (`acquire_owned_async`, `acquire_many_owned_async`).
 //!
 //! Each acquire waits at two levels in turn, the key's bulkhead (held by `Arc`: the key may
 //! be evicted from the map while its caller waits) and then the total (borrowed from the
@@ -17,10 +18,11 @@ use std::sync::Arc;
 
 use pin_project_lite::pin_project;
 
-use super::{share, KeyedBulkhead, KeyedPermit};
+use super::permit::{KeyedPermit, OwnedKeyedPermit};
+use super::{share, KeyedBulkhead};
 use crate::bulkhead::error::BulkheadFull;
-use crate::bulkhead::future::{engine_timer, Core, DrainWait, EngineTimer, Timer};
-use crate::bulkhead::permit::Permit;
+use crate::bulkhead::future::{engine_timer, AcquireOwned, Core, DrainWait, EngineTimer, Timer};
+use crate::bulkhead::permit::{OwnedPermit, Permit};
 use crate::bulkhead::request::Request;
 use crate::bulkhead::Bulkhead;
 
@@ -331,5 +333,120 @@ impl<K, S> fmt::Debug for KeyedDrained<'_, K, S> {
             .field("closed", &self.keys.is_some())
             .field("keys_drained", &self.next)
             .finish()
+    }
+}
+
+pin_project! {
+    /// The future returned by [`KeyedBulkhead::acquire_owned_async`] and
+    /// [`KeyedBulkhead::acquire_many_owned_async`]: waits for its slots of the key, then as
+    /// many of the total (each up to its bulkhead's max wait, each granted whole).
+    /// `Send + 'static`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it at any point loses nothing: a queued wait leaves its queue, and the key
+    /// slots already taken are released.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct AcquireOwnedKeyed {
+        #[pin]
+        state: OwnedState,
+    }
+}
+
+pin_project! {
+    #[project = OwnedStateProj]
+    enum OwnedState {
+        // The look-up refused (too many keys, no fallback key).
+        Refused { refused: Option<BulkheadFull> },
+        Key {
+            #[pin]
+            acquire: AcquireOwned,
+            total: Option<Arc<Bulkhead>>,
+            // The request, kept for the total (the key's acquire has its own copy).
+            request: Request,
+            // The key's guaranteed share, with shares (`share.rs`): the total is asked in
+            // the share's class, read once the key's slots are held.
+            guarantee: Option<u32>,
+        },
+        Total {
+            #[pin]
+            acquire: AcquireOwned,
+            key: Option<OwnedPermit>,
+        },
+        Done,
+    }
+}
+
+impl AcquireOwnedKeyed {
+    /// Waits for `permits` slots of the looked-up key's bulkhead, then as many of `total`
+    /// (in the class of the key's `guarantee`, with shares).
+    pub(crate) fn new(
+        looked_up: Result<Arc<Bulkhead>, BulkheadFull>,
+        total: Option<Arc<Bulkhead>>,
+        request: Request,
+        guarantee: Option<u32>,
+    ) -> Self {
+        let state = match looked_up {
+            Ok(bulkhead) => {
+                let acquire = AcquireOwned::many(bulkhead, request);
+                OwnedState::Key { acquire, total, request, guarantee }
+            }
+            Err(refused) => OwnedState::Refused { refused: Some(refused) },
+        };
+        AcquireOwnedKeyed { state }
+    }
+}
+
+impl Future for AcquireOwnedKeyed {
+    type Output = Result<OwnedKeyedPermit, BulkheadFull>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            let next = match state.as_mut().project() {
+                OwnedStateProj::Refused { refused } => {
+                    Err(refused.take().expect("a refusal is reported once"))
+                }
+                OwnedStateProj::Key { acquire, total, request, guarantee } => {
+                    match ready!(acquire.poll(cx)) {
+                        Err(refused) => Err(refused),
+                        Ok(key) => match total.take() {
+                            None => OwnedKeyedPermit::both(key, None),
+                            Some(total) => {
+                                // The same request of the total as of the key, in the share's
+                                // class with shares.
+                                let request = match *guarantee {
+                                    None => *request,
+                                    Some(g) => share::at_total(g, key.bulkhead(), *request),
+                                };
+                                let acquire = AcquireOwned::many(total, request);
+                                state.set(OwnedState::Total { acquire, key: Some(key) });
+                                continue;
+                            }
+                        },
+                    }
+                }
+                OwnedStateProj::Total { acquire, key } => {
+                    let acquired = ready!(acquire.poll(cx));
+                    let key = key.take().expect("the key's slot is held until the total answers");
+                    OwnedKeyedPermit::both(key, Some(acquired))
+                }
+                OwnedStateProj::Done => panic!("AcquireOwnedKeyed polled after completion"),
+            };
+            state.set(OwnedState::Done);
+            return Poll::Ready(next);
+        }
+    }
+}
+
+impl fmt::Debug for AcquireOwnedKeyed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stage = match &self.state {
+            OwnedState::Refused { .. } => "refused",
+            OwnedState::Key { .. } => "key",
+            OwnedState::Total { .. } => "total",
+            OwnedState::Done => "done",
+        };
+        f.debug_struct("AcquireOwnedKeyed").field("waiting_for", &stage).finish()
     }
 }

@@ -92,7 +92,8 @@ use crate::bulkhead::request::Request;
 use crate::bulkhead::Bulkhead;
 use crate::engine::policy::Criticality;
 
-use super::{both, take, KeyedBulkhead, KeyedBulkheadBuilder, KeyedPermit, OwnedKeyedPermit};
+use super::permit::{take, KeyedPermit, OwnedKeyedPermit};
+use super::{KeyedBulkhead, KeyedBulkheadBuilder};
 
 /// The guaranteed shares: every key's default and the keys given their own.
 #[derive(Clone, Debug)]
@@ -200,7 +201,7 @@ pub(crate) fn class_at_total(
 /// flight, the request's permits and own max wait kept.
 #[inline]
 pub(crate) fn at_total(guarantee: u32, key_bulkhead: &Bulkhead, request: Request) -> Request {
-    let in_flight = key_bulkhead.sem().load().in_flight();
+    let in_flight = key_bulkhead.in_flight();
     request.criticality(class_at_total(guarantee, in_flight, request.class()))
 }
 
@@ -375,7 +376,7 @@ where
             let request = self.share_request(key, key_permit.bulkhead(), Request::default());
             total.acquire_many(request).map(|permit| permit.into_owned(Arc::clone(total)))
         });
-        both(key_permit, total).map(|(key, total)| OwnedKeyedPermit { key, total })
+        OwnedKeyedPermit::both(key_permit, total)
     }
 
     /// Whether callers ask the total in their share's class.
