@@ -364,12 +364,30 @@ fn weighted_timed_out_head_grants_reentrant_waiter_behind() {
             .build()
             .expect("valid");
         bulkhead.change_config(unbounded);
-        let mut behind = queued_many_with_hostile_waker(&bulkhead, 2, &ops);
+        // The hostile waker is woken on the timer thread, which re-enters the bulkhead
+        // (takes and returns permits) concurrently with this thread. `alive` is held by the
+        // waker's hook: once every copy of the waker is gone, its last re-entry has ended.
+        let alive = Arc::new(());
+        let hook = {
+            let (reenter, alive) =
+                (reentrant_hook(&bulkhead, None, Some(&ops)), Arc::clone(&alive));
+            move |op| {
+                let _alive = &alive;
+                reenter(op);
+            }
+        };
+        let mut behind = Box::pin(bulkhead.acquire_many_async(2));
+        assert!(poll_with(behind.as_mut(), &hostile_waker(hook, None)).is_pending(), "queued");
         let err = futures::executor::block_on(head).expect_err("2 free: never granted 3");
         assert_eq!(err.reason(), RejectReason::WaitTimedOut);
         expect_granted(behind.as_mut(), 2);
         drop(behind);
         drop(held);
+        // (Without this wait, the test failed 3 times in 150 under load: the timer thread's
+        // re-entry still held a permit. A permit lost for good fails the assertion below.)
+        while Arc::strong_count(&alive) > 1 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         assert_quiescent(&bulkhead, 3);
     });
 }
