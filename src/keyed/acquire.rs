@@ -217,13 +217,9 @@ where
         M: FnMut(Duration) -> F,
         F: Future,
     {
-        let guarantee = self.shares.as_ref().map(|shares| shares.of(key));
-        AcquireKeyedWithSleep::new(
-            self.bulkhead_for(key),
-            self.total.as_deref(),
-            make_sleep,
-            guarantee,
-        )
+        // (A request for 1 is never above the total's limit: the look-up alone decides.)
+        let (looked_up, guarantee) = self.look_up_to_wait(key, Request::permits(1));
+        AcquireKeyedWithSleep::new(looked_up, self.total.as_deref(), make_sleep, guarantee)
     }
 
     /// Takes an owned slot of `key` (and of the total) if free. Never waits. The permit
@@ -445,6 +441,21 @@ where
     /// the caller neither waits for its key nor creates one. The key's own limit is checked
     /// by its bulkhead's weighted acquire, also before any wait; a limit that shrinks later
     /// is the engine's to judge (the waiter at the head is refused).
+    /// What a waiting future of `key` starts from: the key's bulkhead, or the refusal its
+    /// first poll reports (a request above the total's limit is refused before the key is
+    /// looked up, so it creates no key, as the blocking verbs do); and, with shares, the
+    /// key's guarantee (the total is asked in the share's class once the key's slots are
+    /// held).
+    fn look_up_to_wait(
+        &self,
+        key: &K,
+        request: Request,
+    ) -> (Result<Arc<Bulkhead>, BulkheadFull>, Option<u32>) {
+        let looked_up =
+            self.total_admits(request.num_permits()).and_then(|()| self.bulkhead_for(key));
+        (looked_up, self.shares.as_ref().map(|shares| shares.of(key)))
+    }
+
     #[inline]
     fn total_admits(&self, n: u32) -> Result<(), BulkheadFull> {
         match self.total.as_deref() {
@@ -481,12 +492,7 @@ where
     /// ```
     pub fn acquire_many_async(&self, key: &K, request: impl Into<Request>) -> AcquireKeyed<'_> {
         let request = request.into();
-        // A request above the total's limit is refused before the key is looked up (it
-        // creates no key), as the blocking verbs do.
-        let looked_up =
-            self.total_admits(request.num_permits()).and_then(|()| self.bulkhead_for(key));
-        // With shares, the total is asked in the share's class once the key's slots are held.
-        let guarantee = self.shares.as_ref().map(|shares| shares.of(key));
+        let (looked_up, guarantee) = self.look_up_to_wait(key, request);
         AcquireKeyed::new(looked_up, self.total.as_deref(), request, guarantee)
     }
 
@@ -571,9 +577,7 @@ where
         request: impl Into<Request>,
     ) -> AcquireOwnedKeyed {
         let request = request.into();
-        let looked_up =
-            self.total_admits(request.num_permits()).and_then(|()| self.bulkhead_for(key));
-        let guarantee = self.shares.as_ref().map(|shares| shares.of(key));
+        let (looked_up, guarantee) = self.look_up_to_wait(key, request);
         AcquireOwnedKeyed::new(looked_up, self.total.clone(), request, guarantee)
     }
 
