@@ -31,6 +31,13 @@ tests=(--lib --test work_conservation --test junctions --test junction_props --t
     --test reference_model --test deadline --test close --test reentrant --test fifo
     --test timer_manual --test change_config --test async_acquire --test try_acquire
     --test max_waiting --test permit_drop --test waiter_storm)
+# The waiting futures are also driven by the named keyed futures, the per-call requests, the
+# caller's own timer and executors other than tokio: their tests join for those files (about
+# 2 s more per mutant).
+if [ "${MUTANTS_FILES:-engine}" = future ]; then
+    tests+=(--test own_timer --test keyed_futures --test keyed --test keyed_shares --test bad_input
+        --test per_call --test any_executor --test reentrant_family)
+fi
 
 if [ "${1:-}" = list ]; then
     cargo mutants --list "${files[@]}" | wc -l
