@@ -261,10 +261,14 @@ async fn a_blocking_wait_drained_refused_on_a_runtime_thread_leaves_no_drain_wai
     let held = bulkhead.try_acquire().unwrap();
     let refused = catch_unwind(AssertUnwindSafe(|| bulkhead.wait_drained(Duration::from_secs(1))));
     assert!(refused.is_err(), "a wait that would block a runtime thread panics");
+    // Its drain wait left the queue as it panicked (cargo-mutants: the unwind guard's
+    // withdrawal dropped went unseen while only the end state was checked).
+    assert_eq!(bulkhead.queue_slots_in_use(), 0, "the refused drain wait holds no slot");
     bulkhead.close();
     drop(held);
     bulkhead.drained().await;
     assert!(bulkhead.wait_drained(Duration::ZERO));
+    assert_eq!(bulkhead.queue_slots_in_use(), 0);
 }
 
 // (5) A waker that panics takes nobody else down: every wake path.

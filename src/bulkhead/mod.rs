@@ -2034,6 +2034,24 @@ impl Bulkhead {
         self.sem.check_work_conservation()
     }
 
+    /// For checkers and tests: the wait queue's slots in use. At quiescence that is the
+    /// waits still queued (callers and drain waits); a wait that left without freeing its
+    /// slot shows here. Not part of the stable API.
+    ///
+    /// ```
+    /// # use bulkhead::{Bulkhead, BulkheadConfig};
+    /// let bulkhead = Bulkhead::new("bank", BulkheadConfig::default());
+    /// let held = bulkhead.try_acquire()?;
+    /// assert!(!bulkhead.wait_drained(std::time::Duration::ZERO));
+    /// assert_eq!(bulkhead.queue_slots_in_use(), 0);
+    /// # drop(held);
+    /// # Ok::<(), bulkhead::BulkheadFull>(())
+    /// ```
+    #[doc(hidden)]
+    pub fn queue_slots_in_use(&self) -> usize {
+        self.sem.slots_in_use()
+    }
+
     /// Moves the execution's model clock to `to` nanoseconds and wakes timed waiters.
     #[cfg(any(bulkhead_loom, bulkhead_shuttle))]
     #[doc(hidden)]

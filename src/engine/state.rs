@@ -1987,6 +1987,13 @@ impl Core {
         Ok(())
     }
 
+    /// The queue's slots in use: queued waiters and drain waits, and slots whose owner has
+    /// not yet collected its outcome. For checkers, at quiescence (then it is the count of
+    /// waits still queued).
+    pub(crate) fn slots_in_use(&self) -> usize {
+        self.queue.lock().in_use
+    }
+
     /// Raises the observed flag, for good: nothing clears it.
     pub(crate) fn set_observed(&self) {
         // Ordering: Relaxed — the observers' data is published by their own `OnceLock`s
