@@ -128,6 +128,9 @@ pub fn assert_quiescent(bulkhead: &Bulkhead, limit: usize) {
     assert_eq!(m.available_concurrent_calls(), limit, "permits not all back: {m:?}");
     assert_eq!(m.in_flight_calls(), 0, "calls still in flight: {m:?}");
     assert_eq!(m.waiting_calls(), 0, "waiters stranded: {m:?}");
+    // Every wait that ended was collected: no slot left behind by a wait that left without
+    // freeing it (cargo-mutants found one such leak only an end-state check missed).
+    assert_eq!(bulkhead.queue_slots_in_use(), 0, "a wait left its queue slot behind");
     let held: Vec<_> = (0..limit)
         .map(|i| bulkhead.try_acquire().unwrap_or_else(|e| panic!("permit {i} lost: {e}")))
         .collect();
