@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use bulkhead::adaptive::{AdaptiveLimit, Aimd};
 use bulkhead::keyed::KeyedBulkhead;
-use bulkhead::{Bulkhead, Criticality, RejectReason, Request};
+use bulkhead::{Bulkhead, BulkheadConfig, Criticality, RejectReason, Request};
 use common::{limit_wait, poll_once, wait_for_waiters, wait_until, CountingWaker, HANG_GUARD};
 use hostile_waker::{hostile_waker, reentrant_hook};
 
@@ -690,4 +690,55 @@ fn fallible_with_forms_mark_the_outcome_for_an_adaptive_limit() {
     assert_eq!(failed, Err(PortError::Failed));
     assert!(limit() < after_sync, "the async failure is marked too");
     quiescent(&bulkhead, limit());
+}
+
+/// Polls a future that must be ready at once (a grant from free permits or a refusal).
+fn ready_now<F: Future>(fut: F) -> F::Output {
+    match pin!(fut).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the request queued instead of being decided at once"),
+    }
+}
+
+/// The waiting futures pack a request into one word (`Core::pack`). At the engine's maximum
+/// limit, every request above the maximum is refused as above the limit whatever its class,
+/// and a request for exactly the maximum keeps its class: a sheddable one can never fit
+/// beside a headroom, the other classes are granted. cargo-mutants (future 1/17) found the
+/// packing's edges unchecked: an off-by-one in its clamp or its range test turned a request
+/// above the maximum into a grant, or dropped the class of one at the maximum.
+#[test]
+fn the_futures_keep_requests_at_and_above_the_engine_maximum_apart() {
+    let max = BulkheadConfig::MAX_CONCURRENT_CALLS;
+    let config = BulkheadConfig::builder()
+        .max_concurrent_calls(max)
+        .sheddable_headroom(1)
+        .max_wait_duration(Duration::ZERO)
+        .build()
+        .unwrap();
+    let bulkhead = Arc::new(Bulkhead::new("wide", config));
+    let classes = [Criticality::Default, Criticality::Critical, Criticality::Sheddable];
+    let at_max = u32::try_from(max).unwrap();
+    for n in [at_max + 1, at_max + 2, u32::MAX] {
+        for class in classes {
+            let request = Request::permits(n).criticality(class);
+            let refused = ready_now(bulkhead.acquire_many_async(request))
+                .expect_err("a request above the engine's maximum");
+            assert_eq!(refused.reason(), RejectReason::ExceedsLimit, "{n} permits, {class:?}");
+            let refused = ready_now(bulkhead.acquire_many_owned_async(request))
+                .expect_err("a request above the engine's maximum");
+            assert_eq!(refused.reason(), RejectReason::ExceedsLimit, "{n} permits, {class:?}");
+        }
+    }
+    let request = Request::permits(at_max).criticality(Criticality::Sheddable);
+    let refused = ready_now(bulkhead.acquire_many_async(request))
+        .expect_err("a sheddable request for the whole limit never fits beside the headroom");
+    assert_eq!(refused.reason(), RejectReason::ExceedsLimit);
+    for class in [Criticality::Default, Criticality::Critical] {
+        let request = Request::permits(at_max).criticality(class);
+        let permit = ready_now(bulkhead.acquire_many_async(request))
+            .unwrap_or_else(|e| panic!("{class:?} for the whole limit, all free: {e}"));
+        assert_eq!(permit.num_permits(), at_max);
+        assert_eq!(bulkhead.metrics().available_concurrent_calls(), 0);
+    }
+    quiescent(&bulkhead, max);
 }
