@@ -694,7 +694,8 @@ fn fallible_with_forms_mark_the_outcome_for_an_adaptive_limit() {
 
 /// Polls a future that must be ready at once (a grant from free permits or a refusal).
 fn ready_now<F: Future>(fut: F) -> F::Output {
-    match pin!(fut).poll(&mut Context::from_waker(Waker::noop())) {
+    let (_, waker) = CountingWaker::new();
+    match pin!(fut).poll(&mut Context::from_waker(&waker)) {
         Poll::Ready(output) => output,
         Poll::Pending => panic!("the request queued instead of being decided at once"),
     }
