@@ -875,6 +875,13 @@ impl<'a> Harness<'a> {
             "in flight: {m:?}"
         );
         assert_eq!(m.waiting_calls(), model.queue.len(), "waiting: {m:?}");
+        // Every pending future holds one queue slot (queued, or ended and not yet polled),
+        // and nothing else does: a wait that left without freeing its slot shows here.
+        assert_eq!(
+            self.bulkhead.queue_slots_in_use(),
+            self.pending.len(),
+            "queue slots in use vs. pending futures"
+        );
         assert_eq!(m.is_closed(), model.closed, "closed: {m:?}");
         let drained = model.closed && limit - model.available == 0;
         assert_eq!(self.bulkhead.wait_drained(Duration::ZERO), drained, "drained: {m:?}");
