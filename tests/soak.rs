@@ -547,6 +547,7 @@ fn run_soak(duration: Duration, sync_threads: usize, async_tasks: usize) {
     assert_eq!(m.available_concurrent_calls(), limit, "available at rest ({m:?})");
     assert_eq!(m.in_flight_calls(), 0, "in flight at rest ({m:?})");
     assert_eq!(m.waiting_calls(), 0, "waiting at rest ({m:?})");
+    assert_eq!(s.bulkhead.queue_slots_in_use(), 0, "a wait left its queue slot behind");
     s.bulkhead.change_config(config(INITIAL_LIMIT, Duration::ZERO, None));
     let m = s.bulkhead.metrics();
     assert_eq!(m.available_concurrent_calls(), INITIAL_LIMIT, "{m:?}");

@@ -373,6 +373,14 @@ impl<'a> Harness<'a> {
             self.poll_drains();
             assert!(self.drains.is_empty(), "a drain wait did not end: {m:?}");
         }
+        // Each pending future and drain wait holds one queue slot (queued, or ended and not
+        // yet polled), and nothing else does: a wait that left without freeing its slot
+        // shows here.
+        assert_eq!(
+            self.bulkhead.queue_slots_in_use(),
+            self.pending.len() + self.drains.len(),
+            "queue slots in use vs. pending futures and drain waits"
+        );
     }
 }
 
