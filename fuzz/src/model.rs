@@ -1133,6 +1133,13 @@ impl<'a> Harness<'a> {
             "in_flight ({ctx})"
         );
         assert_eq!(m.waiting_calls(), self.queue.len(), "waiting ({ctx})");
+        // Each live future holds one queue slot (queued, or ended and not yet polled), and
+        // nothing else does: a wait that left without freeing its slot shows here.
+        assert_eq!(
+            self.bulkhead.queue_slots_in_use(),
+            self.futures.len(),
+            "queue slots in use vs. live futures ({ctx})"
+        );
 
         for p in &self.permits {
             assert!(
