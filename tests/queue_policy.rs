@@ -280,6 +280,44 @@ fn a_default_try_acquire_finds_the_headroom_past_a_sheddable_waiter() {
 }
 
 #[test]
+fn zero_wait_acquires_find_the_headroom_past_a_sheddable_waiter() {
+    // As above, through the acquires that may not wait: once the max wait drops to zero with
+    // the sheddable caller queued, a default `acquire`, `acquire_async` and
+    // `acquire_owned_async` still take the headroom's permit, at once. cargo-mutants
+    // (future 4/17): the async first poll's held-back check could be skipped (its
+    // `closed || zero wait` made `&&`) and the async acquire was refused `Full` with the
+    // permit free; nothing tested that path.
+    let bulkhead = Arc::new(Bulkhead::new("headroom", headroom(3, 1)));
+    let a = bulkhead.try_acquire().unwrap();
+    let b = bulkhead.try_acquire().unwrap();
+    let mut shed = Waiter::queue(bulkhead.acquire_many_async(Criticality::Sheddable));
+    let zero_wait = BulkheadConfig::builder()
+        .max_concurrent_calls(3)
+        .max_wait_duration(Duration::ZERO)
+        .sheddable_headroom(1)
+        .build()
+        .unwrap();
+    bulkhead.change_config(zero_wait);
+    let (_, waker) = CountingWaker::new();
+    let mut fut = bulkhead.acquire_async();
+    let Poll::Ready(granted) = poll_once(&mut fut, &waker) else {
+        panic!("a zero-wait acquire_async queued")
+    };
+    drop(granted.expect("the headroom is for default calls (acquire_async)"));
+    drop(bulkhead.acquire().expect("the headroom is for default calls (acquire)"));
+    let mut owned = Box::pin(bulkhead.acquire_owned_async());
+    let Poll::Ready(granted) = poll_once(&mut owned, &waker) else {
+        panic!("a zero-wait acquire_owned_async queued")
+    };
+    drop(granted.expect("the headroom is for default calls (acquire_owned_async)"));
+    assert!(shed.pending(), "the sheddable caller still lacks its 1 + 1");
+    drop(a);
+    drop(shed.outcome().expect("2 free: the sheddable caller's 1 and the headroom"));
+    drop(b);
+    common::assert_quiescent(&bulkhead, 3);
+}
+
+#[test]
 fn headroom_above_the_limit_is_a_config_error() {
     let err = BulkheadConfig::builder()
         .max_concurrent_calls(3)
