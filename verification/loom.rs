@@ -728,6 +728,15 @@ mod policy {
             scenarios_policy::critical_waiter_overtakes_earlier_default_one,
         );
     }
+
+    /// Adaptive LIFO on the model clock: a waiter exactly `target` old is not above it.
+    #[test]
+    fn adaptive_lifo_age_is_strictly_above_target() {
+        run_model(
+            "policy::adaptive_lifo_age_is_strictly_above_target",
+            scenarios_policy::adaptive_lifo_age_is_strictly_above_target,
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------

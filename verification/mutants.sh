@@ -181,6 +181,7 @@ MUTANTS=(
     shares_named_future_ignores_share
     async_wait_ignores_per_call_max_wait
     finished_wait_keeps_slot
+    adaptive_target_not_strict
 )
 ORDERING_MUTANTS=" release_relaxed acquire_cas_relaxed drain_cas_relaxed keyed_evicts_without_acquire drained_relaxed adaptive_push_tail_relaxed drain_completes_drainers_relaxed "
 
@@ -254,6 +255,7 @@ describe() {
     wait_drained_zero_checks_after_queueing) echo "issue 29: wait_drained(ZERO) runs the async-context check after queueing (panics, leaks its drain slot)" ;;
     own_timer_goes_to_process) echo "issue 30: a bulkhead bound to a runtime's Timer arms its deadlines on the process timer (the thread starts, the runtime is never told)" ;;
     async_wait_ignores_per_call_max_wait) echo "issue 31: a queued async acquire waits the bulkhead's max wait, ignoring its request's shorter max_wait (the timer never withdraws it at its own deadline)" ;;
+    adaptive_target_not_strict) echo "stop 37 (cargo-mutants 18/32): adaptive LIFO counts a waiter exactly target old as above the target (the standing interval starts early)" ;;
     finished_wait_keeps_slot) echo "stop 37: a wait that collects its outcome leaves its queue slot in use (the slab never empties, its memory is never given back)" ;;
     shares_named_future_ignores_share) echo "issue 32 x 30: the keyed named futures (AcquireKeyed, AcquireKeyedWithSleep) ask the total in the class they were given, not the share's" ;;
     keyed_future_drop_at_total_skips_cancel) echo "issue 30: the keyed named future (AcquireKeyed) dropped while waiting at the total does not withdraw there (a slot granted to it is lost, its queue slot stays)" ;;
@@ -595,6 +597,8 @@ apply() {
         mutate src/engine/timer.rs '    if let Some(own) = binding {' '    if let Some(own) = binding.as_ref().filter(|_| false) {' ;;
     async_wait_ignores_per_call_max_wait)
         mutate src/bulkhead/future.rs '        let wait = wait_within(self.wait, bulkhead.max_wait());' '        let wait = wait_within(None, bulkhead.max_wait());' ;;
+    adaptive_target_not_strict)
+        mutate src/engine/state.rs 'since < now && clock.between(since, now) > target' 'since < now && clock.between(since, now) >= target' ;;
     finished_wait_keeps_slot)
         mutate src/engine/state.rs '        let wake = self.free(key);
         debug_assert!(wake.is_none(), "a finished slot keeps no wake");' '        let wake: Option<Wake> = None;

@@ -217,3 +217,72 @@ pub fn critical_waiter_overtakes_earlier_default_one() {
     plain.give_back();
     assert_quiescent(&bulkhead, 1);
 }
+
+/// Adaptive LIFO's age test is strict, as CoDel's: a waiter exactly `target` old is not yet
+/// above the target, so the interval after which the queue stands starts only once a waiter
+/// is older than that. On the model clock (one thread; the checkers add nothing but the
+/// clock's exactness): `a` queues at 0; a newcomer at exactly `TARGET` ages the queue (the
+/// enqueue's drain) and finds nobody above the target; one at `TARGET + INTERVAL` finds `a`
+/// above it for the first time, so the queue does not stand yet and `a` stays queued; one a
+/// whole interval later finds the queue standing, and the oldest waiter past the target,
+/// `a`, is refused `Evicted`. cargo-mutants (shard 18/32): `> target` made `>= target`
+/// went unseen (real clocks never land on the boundary).
+pub fn adaptive_lifo_age_is_strictly_above_target() {
+    const TARGET: Duration = Duration::from_millis(10);
+    const INTERVAL: Duration = Duration::from_millis(20);
+    let bulkhead = bulkhead(
+        "policy_adaptive_strict",
+        BulkheadConfig::builder()
+            .max_concurrent_calls(1)
+            .queue_order(QueueOrder::AdaptiveLifo { target: TARGET, interval: INTERVAL }),
+    );
+    let held = bulkhead.try_acquire_owned().expect("free");
+    // A reader of the metrics beside the steps below: the checkers want a thread to
+    // interleave; reading changes nothing the scenario checks.
+    let reader = {
+        let bulkhead = Arc::clone(&bulkhead);
+        rt::spawn(move || bulkhead.metrics().waiting_calls() <= 4)
+    };
+    let start = bulkhead::model::now();
+    let queue = || Waiter::start(Box::pin(bulkhead.acquire_owned_async()));
+    let mut a = queue();
+    assert!(a.queued(), "a queued behind the held permit");
+    bulkhead::model::advance_to(start + TARGET);
+    let b = queue();
+    bulkhead::model::advance_to(start + TARGET + INTERVAL);
+    let c = queue();
+    assert!(
+        a.queued() && !a.woken(),
+        "a, exactly at the target at {TARGET:?}, started the interval: evicted one interval early"
+    );
+    bulkhead::model::advance_to(start + TARGET + INTERVAL + INTERVAL);
+    let d = queue();
+    a.poll_if_woken();
+    assert!(
+        matches!(a.state, State::Refused(RejectReason::Evicted)),
+        "the queue stood for an interval: its oldest waiter past the target is evicted"
+    );
+    // The rest end as permits come back: served newest first while the queue stands, and
+    // a waiter past the target may be evicted meanwhile (the model clock stands still, so
+    // the queue keeps standing); none is stranded, and the newest is served.
+    assert!(join(reader), "at most four waiters");
+    drop(held);
+    let mut waiters = [b, c, d];
+    for _ in 0..4 {
+        for waiter in &mut waiters {
+            waiter.poll_if_woken();
+        }
+        assert!(waiters.iter().filter(|w| w.holds()).count() <= 1, "two permits out of 1");
+        for waiter in &mut waiters {
+            waiter.give_back();
+        }
+    }
+    for waiter in &waiters {
+        assert!(
+            matches!(waiter.state, State::Returned | State::Refused(RejectReason::Evicted)),
+            "a waiter was stranded, or refused for another reason"
+        );
+    }
+    assert!(matches!(waiters[2].state, State::Returned), "the newest waiter was not served");
+    assert_quiescent(&bulkhead, 1);
+}

@@ -391,6 +391,8 @@ mod policy {
             crate::scenarios_policy::critical_share_under_sheddable_contention();
         critical_waiter_overtakes_earlier_default_one =>
             crate::scenarios_policy::critical_waiter_overtakes_earlier_default_one();
+        adaptive_lifo_age_is_strictly_above_target =>
+            crate::scenarios_policy::adaptive_lifo_age_is_strictly_above_target();
     }
 
     /// As `replay` above, for these scenarios (`... cargo test ... policy::replay -- --ignored`).
