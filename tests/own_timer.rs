@@ -459,3 +459,31 @@ resilience4j.bulkhead:
     assert_eq!(bank.check_work_conservation(), Ok(()));
     assert_eq!(later.check_work_conservation(), Ok(()));
 }
+
+/// A re-poll after the deadline gives up by itself, whether or not the runtime has fired the
+/// timer yet (a runtime may fire late, or a poll may come first). cargo-mutants (future
+/// 5/17): the re-poll's own deadline check could be skipped for the engine's timer (its
+/// guard made `true`, or `engine_timer && just_queued` made `||`) and nothing saw it, since
+/// every test let the timer end the wait.
+#[test]
+fn a_repoll_after_the_deadline_gives_up_before_the_runtime_fires() {
+    let calls = Arc::new(Calls::default());
+    let timer = calls.timer();
+    let wait = Duration::from_millis(5);
+    let bulkhead = Bulkhead::with_timer("late runtime", limit_wait(1, wait), &timer);
+    let held = bulkhead.try_acquire().expect("free");
+    let (wakes, waker) = CountingWaker::new();
+    let mut acquire = Box::pin(bulkhead.acquire_async());
+    assert!(poll_once(&mut acquire, &waker).is_pending(), "queued");
+    let deadline = calls.all()[0];
+    thread::sleep(deadline.saturating_duration_since(Instant::now()) + wait);
+    // The runtime has not fired: nothing woke the task, and the wait is still queued.
+    assert_eq!(wakes.wakes(), 0);
+    assert_eq!(bulkhead.metrics().waiting_calls(), 1);
+    expect_timed_out(poll_once(&mut acquire, &waker));
+    assert_eq!(bulkhead.metrics().waiting_calls(), 0, "it left the queue");
+    // The runtime fires late: nothing is left to end.
+    assert_eq!(timer.fire_expired(), None);
+    drop(held);
+    assert_quiescent(&bulkhead, 1);
+}

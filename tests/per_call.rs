@@ -743,3 +743,30 @@ fn the_futures_keep_requests_at_and_above_the_engine_maximum_apart() {
     }
     quiescent(&bulkhead, max);
 }
+
+/// A request's own zero wait is decided by the first poll with the weighted refusal's
+/// reasons: a sheddable request that finds its permits free but the headroom in the way is
+/// refused `Reserved`, as `try_acquire_many` refuses it, not `Full`. cargo-mutants (future
+/// 5/17): the first poll's zero-wait test could be folded into the limit test (`||` made
+/// `&&`), sending such a request to the queue's zero-wait refusal (`Full`) unseen.
+#[test]
+fn a_sheddable_request_with_its_own_zero_wait_is_refused_reserved() {
+    let config = BulkheadConfig::builder()
+        .max_concurrent_calls(2)
+        .sheddable_headroom(1)
+        .max_wait_duration(LONG)
+        .build()
+        .unwrap();
+    let bulkhead = Arc::new(Bulkhead::new("reserved", config));
+    let held = bulkhead.try_acquire().unwrap();
+    let request = Request::permits(1).criticality(Criticality::Sheddable).max_wait(Duration::ZERO);
+    let tried = bulkhead.try_acquire_many(request).expect_err("the headroom is kept");
+    assert_eq!(tried.reason(), RejectReason::Reserved);
+    let refused = ready_now(bulkhead.acquire_many_async(request)).expect_err("may not wait");
+    assert_eq!(refused.reason(), RejectReason::Reserved, "acquire_many_async");
+    let refused = ready_now(bulkhead.acquire_many_owned_async(request)).expect_err("may not wait");
+    assert_eq!(refused.reason(), RejectReason::Reserved, "acquire_many_owned_async");
+    assert_eq!(bulkhead.metrics().waiting_calls(), 0, "nothing queued");
+    drop(held);
+    quiescent(&bulkhead, 2);
+}
