@@ -185,6 +185,30 @@ fn async_fast_paths_allocate_nothing() {
     assert_eq!(n, 0, "acquire_async (max wait 0, rejected) allocated");
 }
 
+/// A queue that grew to exactly the capacity the engine keeps (64 slots) keeps it once it
+/// empties: the next wait takes a slot without allocating. (A storm past it is given back:
+/// `tests/waiter_storm.rs`.) cargo-mutants (engine 19/32): the kept capacity's bound made
+/// inclusive (`>` to `>=`) gave this queue back and went unseen.
+#[test]
+fn a_queue_grown_to_the_kept_capacity_keeps_it() {
+    let bulkhead = Bulkhead::new("alloc-kept", config(1, std::time::Duration::MAX));
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    let held = bulkhead.try_acquire().unwrap();
+    let mut queued: Vec<_> = (0..64).map(|_| Box::pin(bulkhead.acquire_async())).collect();
+    for fut in &mut queued {
+        assert!(fut.as_mut().poll(&mut cx).is_pending(), "queued behind the held permit");
+    }
+    assert_eq!(bulkhead.metrics().waiting_calls(), 64);
+    drop(queued);
+    assert_eq!(bulkhead.queue_slots_in_use(), 0, "every withdrawn wait freed its slot");
+    let (n, ()) = allocations_in(|| {
+        let mut fut = std::pin::pin!(bulkhead.acquire_async());
+        assert!(fut.as_mut().poll(&mut cx).is_pending(), "queued behind the held permit");
+    });
+    assert_eq!(n, 0, "a wait after the queue emptied allocated: its capacity was given back");
+    drop(held);
+}
+
 /// A call through the keyed tower layer to a live key allocates nothing: the response
 /// future is a named type, not a box (the refusal's `BoxError` is tower's one allocation).
 #[cfg(feature = "tower")]
