@@ -125,6 +125,31 @@ fn lifo_serves_newest_first() {
 }
 
 #[test]
+fn an_evicted_waiter_reports_how_long_it_waited() {
+    // An eviction ends a wait early: `waited()` is how long it lasted, not zero (tokio's and
+    // dotnet's limiters report no wait; ours does, for every refusal of a queued caller).
+    // cargo-mutants (future 6/17): the evicted wait's length made zero went unseen.
+    let bulkhead = Bulkhead::new("lifo-waited", capped(1, QueueOrder::Lifo, 1));
+    let held = bulkhead.try_acquire().unwrap();
+    let mut a = Waiter::queue(bulkhead.acquire_async());
+    // After its first poll, which started its wait: a lower bound of its length.
+    let queued_at = std::time::Instant::now();
+    thread::sleep(Duration::from_millis(5));
+    let before_eviction = queued_at.elapsed();
+    let mut b = Waiter::queue(bulkhead.acquire_async());
+    let err = a.outcome().expect_err("evicted by the newer caller");
+    assert_eq!(err.reason(), RejectReason::Evicted);
+    assert!(
+        err.waited() >= before_eviction,
+        "waited {:?}, queued for at least {before_eviction:?}",
+        err.waited()
+    );
+    drop(held);
+    drop(b.outcome().unwrap());
+    common::assert_quiescent(&bulkhead, 1);
+}
+
+#[test]
 fn lifo_full_queue_evicts_its_oldest_waiter() {
     // dotnet: QueueProcessingOrder.NewestFirst, queue full: the oldest request fails.
     let bulkhead = Bulkhead::new("lifo", capped(1, QueueOrder::Lifo, 2));
