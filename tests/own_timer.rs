@@ -52,12 +52,19 @@ fn expect_timed_out<T: std::fmt::Debug>(poll: Poll<Result<T, bulkhead::BulkheadF
     }
 }
 
-#[test]
-fn a_bound_wait_ends_when_the_runtime_fires_at_the_instant_it_was_given() {
+/// A bulkhead of one permit, max wait `wait`, bound to a fresh timer whose callback
+/// records the instants it is given.
+fn bound_to_a_recording_timer(name: &str, wait: Duration) -> (Arc<Calls>, Timer, Bulkhead) {
     let calls = Arc::new(Calls::default());
     let timer = calls.timer();
+    let bulkhead = Bulkhead::with_timer(name, limit_wait(1, wait), &timer);
+    (calls, timer, bulkhead)
+}
+
+#[test]
+fn a_bound_wait_ends_when_the_runtime_fires_at_the_instant_it_was_given() {
     let wait = Duration::from_millis(5);
-    let bulkhead = Bulkhead::with_timer("bound", limit_wait(1, wait), &timer);
+    let (calls, timer, bulkhead) = bound_to_a_recording_timer("bound", wait);
     let held = bulkhead.try_acquire().unwrap();
     let (counter, waker) = CountingWaker::new();
     let mut acquire = Box::pin(bulkhead.acquire_async());
@@ -467,10 +474,8 @@ resilience4j.bulkhead:
 /// every test let the timer end the wait.
 #[test]
 fn a_repoll_after_the_deadline_gives_up_before_the_runtime_fires() {
-    let calls = Arc::new(Calls::default());
-    let timer = calls.timer();
     let wait = Duration::from_millis(5);
-    let bulkhead = Bulkhead::with_timer("late runtime", limit_wait(1, wait), &timer);
+    let (calls, timer, bulkhead) = bound_to_a_recording_timer("late runtime", wait);
     let held = bulkhead.try_acquire().expect("free");
     let (wakes, waker) = CountingWaker::new();
     let mut acquire = Box::pin(bulkhead.acquire_async());
