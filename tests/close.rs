@@ -417,3 +417,21 @@ fn a_queued_future_outside_any_runtime_is_woken_at_its_deadline() {
     }
     assert_eq!(bulkhead.metrics().waiting_calls(), 0);
 }
+
+/// `Drained`'s `Debug` says whether it waits and whether it is done (as the acquire
+/// futures' does). cargo-mutants (future 9/17): an empty `Debug` went unseen.
+#[test]
+fn a_drained_future_shows_its_state_in_debug() {
+    let bulkhead = Bulkhead::new("debug", limit_wait(1, Duration::ZERO));
+    let held = bulkhead.try_acquire().unwrap();
+    bulkhead.close();
+    let mut drained = Box::pin(bulkhead.drained());
+    let fresh = format!("{drained:?}");
+    assert_eq!(fresh, "Drained { waiting: false, done: false }");
+    let (_, waker) = CountingWaker::new();
+    assert!(poll_once(&mut drained, &waker).is_pending(), "a call is in flight");
+    assert_eq!(format!("{drained:?}"), "Drained { waiting: true, done: false }");
+    drop(held);
+    assert!(poll_once(&mut drained, &waker).is_ready(), "drained");
+    assert_eq!(format!("{drained:?}"), "Drained { waiting: false, done: true }");
+}
