@@ -36,7 +36,7 @@ tests=(--lib --test work_conservation --test junctions --test junction_props --t
 # 2 s more per mutant).
 if [ "${MUTANTS_FILES:-engine}" = future ]; then
     tests+=(--test own_timer --test keyed_futures --test keyed --test keyed_shares --test bad_input
-        --test per_call --test any_executor --test reentrant_family)
+        --test per_call --test any_executor --test reentrant_family --test adaptive)
 fi
 
 if [ "${1:-}" = list ]; then
