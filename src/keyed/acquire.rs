@@ -217,7 +217,8 @@ where
         M: FnMut(Duration) -> F,
         F: Future,
     {
-        // (A request for 1 is never above the total's limit: the look-up alone decides.)
+        // As the other waiting forms: a total of limit 0 refuses it before the key is looked
+        // up (it creates no key); otherwise the look-up alone decides.
         let (looked_up, guarantee) = self.look_up_to_wait(key, Request::permits(1));
         AcquireKeyedWithSleep::new(looked_up, self.total.as_deref(), make_sleep, guarantee)
     }
@@ -436,11 +437,6 @@ where
         key_permit.with_total(self.total.as_deref().map(|total| acquire(total, request)))
     }
 
-    /// Refuses a request for `n` above the total's limit (`ExceedsLimit`, or `Closed` if the
-    /// total is closed), before its key is looked up: the total could never grant it, so
-    /// the caller neither waits for its key nor creates one. The key's own limit is checked
-    /// by its bulkhead's weighted acquire, also before any wait; a limit that shrinks later
-    /// is the engine's to judge (the waiter at the head is refused).
     /// What a waiting future of `key` starts from: the key's bulkhead, or the refusal its
     /// first poll reports (a request above the total's limit is refused before the key is
     /// looked up, so it creates no key, as the blocking verbs do); and, with shares, the
@@ -456,6 +452,11 @@ where
         (looked_up, self.shares.as_ref().map(|shares| shares.of(key)))
     }
 
+    /// Refuses a request for `n` above the total's limit (`ExceedsLimit`, or `Closed` if the
+    /// total is closed), before its key is looked up: the total could never grant it, so
+    /// the caller neither waits for its key nor creates one. The key's own limit is checked
+    /// by its bulkhead's weighted acquire, also before any wait; a limit that shrinks later
+    /// is the engine's to judge (the waiter at the head is refused).
     #[inline]
     fn total_admits(&self, n: u32) -> Result<(), BulkheadFull> {
         match self.total.as_deref() {
