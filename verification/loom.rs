@@ -583,7 +583,8 @@ mod family {
     /// Issue 32: a release goes to the queued owner before a queued borrower. Two
     /// preemptions, as the three share models below: at three each of them explored 1.5 to
     /// 2.0 million executions in 300 to 384 s (CI at 73976ea), half the loom step; the
-    /// share mutants were caught at two (`verification/README.md`, "Loom's bounds").
+    /// share mutants were caught at two (`verification/README.md`, the models clamped in
+    /// "Properties, scenarios, checkers, bounds").
     #[test]
     fn keyed_shares_release_goes_to_owner() {
         run_model_at_most("keyed_shares_release_goes_to_owner", 2, || {

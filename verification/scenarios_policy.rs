@@ -220,8 +220,8 @@ pub fn critical_waiter_overtakes_earlier_default_one() {
 
 /// Adaptive LIFO's age test is strict, as CoDel's: a waiter exactly `target` old is not yet
 /// above the target, so the interval after which the queue stands starts only once a waiter
-/// is older than that. On the model clock (one thread; the checkers add nothing but the
-/// clock's exactness): `a` queues at 0; a newcomer at exactly `TARGET` ages the queue (the
+/// is older than that. On the model clock (one thread does every step; a second only reads
+/// the metrics, so the checkers add little but the clock's exactness): `a` queues at 0; a newcomer at exactly `TARGET` ages the queue (the
 /// enqueue's drain) and finds nobody above the target; one at `TARGET + INTERVAL` finds `a`
 /// above it for the first time, so the queue does not stand yet and `a` stays queued; one a
 /// whole interval later finds the queue standing, and the oldest waiter past the target,
