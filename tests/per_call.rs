@@ -23,6 +23,7 @@ use bulkhead::adaptive::{AdaptiveLimit, Aimd};
 use bulkhead::keyed::KeyedBulkhead;
 use bulkhead::{Bulkhead, BulkheadConfig, Criticality, RejectReason, Request};
 use common::{limit_wait, poll_once, wait_for_waiters, wait_until, CountingWaker, HANG_GUARD};
+use futures::FutureExt;
 use hostile_waker::{hostile_waker, reentrant_hook};
 
 const LONG: Duration = Duration::from_secs(30);
@@ -694,11 +695,7 @@ fn fallible_with_forms_mark_the_outcome_for_an_adaptive_limit() {
 
 /// Polls a future that must be ready at once (a grant from free permits or a refusal).
 fn ready_now<F: Future>(fut: F) -> F::Output {
-    let (_, waker) = CountingWaker::new();
-    match pin!(fut).poll(&mut Context::from_waker(&waker)) {
-        Poll::Ready(output) => output,
-        Poll::Pending => panic!("the request queued instead of being decided at once"),
-    }
+    fut.now_or_never().expect("the request queued instead of being decided at once")
 }
 
 /// The waiting futures pack a request into one word (`Core::pack`). At the engine's maximum
