@@ -249,7 +249,26 @@ impl BulkheadFull {
     /// estimate encoded in `tail` ([`retry_tail`]; 0: none). One `or`.
     #[inline(always)]
     pub(crate) fn refused_with_retry(name: Name, limit: usize, tail: u64) -> Self {
-        BulkheadFull { name, packed: Packed::from(Packed::refused(limit, false).bits() | tail) }
+        BulkheadFull::from_bits(name, Self::retry_bits(limit, tail))
+    }
+
+    /// [`refused_with_retry`](Self::refused_with_retry)'s word, the name aside.
+    #[inline(always)]
+    pub(crate) fn retry_bits(limit: usize, tail: u64) -> NonZeroU64 {
+        Packed::from(Packed::refused(limit, false).bits() | tail).0
+    }
+
+    /// A refusal of `name` from the word of another refusal ([`bits`](Self::bits)): the
+    /// counted refusal's paths meet on this one register, and build the error once.
+    #[inline(always)]
+    pub(crate) fn from_bits(name: Name, bits: NonZeroU64) -> Self {
+        BulkheadFull { name, packed: Packed(bits) }
+    }
+
+    /// This refusal's word (limit, reason, waited, retry estimate), its name aside.
+    #[inline(always)]
+    pub(crate) fn bits(&self) -> NonZeroU64 {
+        self.packed.0
     }
 
     pub(crate) fn new(

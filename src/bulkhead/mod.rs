@@ -1493,14 +1493,20 @@ impl Bulkhead {
         let cells = self.counters.get()?.inline_cells()?;
         let closed = word.is_closed();
         let count = bump_own_count(&cells.rejected[RejectReason::refused_index(closed)]);
-        if let (false, true, Some(stats)) = (closed, word.serves_next_newcomer(), self.retry.get())
-        {
-            let tail = stats.tail();
-            if tail != 0 && count % TICK_EVERY != 0 {
-                return Some(BulkheadFull::refused_with_retry(self.name, word.limit(), tail));
+        // Both paths give the error's word alone, and the error is built once below: joined
+        // on a 32-byte error instead, the two paths met through the stack.
+        let ready = match (closed, word.serves_next_newcomer(), self.retry.get()) {
+            (false, true, Some(stats)) => {
+                let tail = stats.tail();
+                (tail != 0 && count % TICK_EVERY != 0).then_some(tail)
             }
-        }
-        Some(self.refuse_counted_slow(word))
+            _ => None,
+        };
+        let bits = match ready {
+            Some(tail) => BulkheadFull::retry_bits(word.limit(), tail),
+            None => self.refuse_counted_slow(word),
+        };
+        Some(BulkheadFull::from_bits(self.name, bits))
     }
 
     /// [`refuse_counted`](Self::refuse_counted)'s refusal, already counted, in the cases
@@ -1509,9 +1515,9 @@ impl Bulkhead {
     /// reads the clock, and looks at the release count when a look is due).
     #[cold]
     #[inline(never)]
-    fn refuse_counted_slow(&self, word: Word) -> BulkheadFull {
+    fn refuse_counted_slow(&self, word: Word) -> core::num::NonZeroU64 {
         let full = BulkheadFull::refused(self.name, word.limit(), word.is_closed());
-        match self.retry.get() {
+        let full = match self.retry.get() {
             _ if word.is_closed() => full,
             Some(stats) if word.serves_next_newcomer() => {
                 // The tick: the clock, and a look when one is due; the bits it left.
@@ -1519,7 +1525,8 @@ impl Bulkhead {
                 BulkheadFull::refused_with_retry(self.name, word.limit(), stats.tail())
             }
             _ => self.with_retry_after(full, word, RejectReason::Full),
-        }
+        };
+        full.bits()
     }
 
     /// The calls the counters saw finish (0 without counters): the retry estimate's count.
