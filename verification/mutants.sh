@@ -315,7 +315,9 @@ apply() {
     }' '        false
     }' ;;
     try_acquire_barges)
-        mutate src/engine/state.rs 'self.0 & (WAITERS | CLOSED) == 0 && (self.0 as i64) >= ONE_PERMIT as i64' 'self.0 & CLOSED == 0 && (self.0 as i64) >= ONE_PERMIT as i64' ;;
+        mutate src/engine/state.rs '    fn lets_newcomers_in(self) -> bool {
+        self.0 & (WAITERS | CLOSED) == 0' '    fn lets_newcomers_in(self) -> bool {
+        self.0 & CLOSED == 0' ;;
     waiter_cap_off_by_one)
         mutate src/engine/state.rs 'queue.live >= max' 'queue.live > max' ;;
     withdraw_leaves_slot_linked)

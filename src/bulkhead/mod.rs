@@ -123,6 +123,11 @@ pub struct Bulkhead {
     /// a listener first observe (never for an unobserved bulkhead: its refusals pay nothing
     /// for it). See `observe::retry`.
     retry: OnceLock<Box<RetryStats>>,
+    /// The retry tracker's average, encoded as the bits a `Full` refusal of a caller served
+    /// by the next release carries (0: no estimate yet, or no tracker): written by the
+    /// tracker when the average moves, read by the counted refusal, which then needs neither
+    /// the tracker's `OnceLock` nor its box (issue 33).
+    retry_tail: AtomicU64,
 }
 
 /// Returns `permits` to `sem` if dropped: armed around foreign or fallible work that runs
@@ -199,6 +204,7 @@ impl Bulkhead {
             fast: AtomicUsize::new(FAST_NONE),
             hook: OnceLock::new(),
             retry: OnceLock::new(),
+            retry_tail: AtomicU64::new(0),
         };
         bulkhead.store_wait_settings(&config);
         // Nobody is queued yet: nothing to serve.
@@ -1479,7 +1485,7 @@ impl Bulkhead {
     /// The counted refusal (issue 33), the one every service exporting metrics runs, when
     /// the counters alone observe and this thread has inline cells: counts it and returns
     /// the refusal, with the retry estimate of a caller the next release would serve read
-    /// ready-encoded (`RetryStats::tail`). `None` (nothing counted) in every other case.
+    /// ready-encoded (`retry_tail`). `None` (nothing counted) in every other case.
     #[inline(always)]
     fn refuse_counted(&self, word: Word) -> Option<BulkheadFull> {
         // Ordering: Acquire — pairs with the Release store in `note_observers`, as in
@@ -1491,16 +1497,19 @@ impl Bulkhead {
             return None;
         }
         let cells = self.counters.get()?.inline_cells()?;
-        let closed = word.is_closed();
-        let count = bump_own_count(&cells.rejected[RejectReason::refused_index(closed)]);
         // Both paths give the error's word alone, and the error is built once below: joined
         // on a 32-byte error instead, the two paths met through the stack.
-        let ready = match (closed, word.serves_next_newcomer(), self.retry.get()) {
-            (false, true, Some(stats)) => {
-                let tail = stats.tail();
-                (tail != 0 && count % TICK_EVERY != 0).then_some(tail)
-            }
-            _ => None,
+        let ready = if word.serves_next_newcomer() && !word.is_closed() {
+            // The common case (a caller the next release would serve), tested first so that
+            // its cell is a constant: `Full`.
+            let count = bump_own_count(&cells.rejected[RejectReason::Full.index()]);
+            // Ordering: Relaxed — a statistic (see `observe::retry`): a stale tail carries
+            // an estimate one look older; nothing is published through it.
+            let tail = self.retry_tail.load(Ordering::Relaxed);
+            (tail != 0 && count % TICK_EVERY != 0).then_some(tail)
+        } else {
+            bump_own_count(&cells.rejected[RejectReason::refused_index(word.is_closed())]);
+            None
         };
         let bits = match ready {
             Some(tail) => BulkheadFull::retry_bits(word.limit(), tail),
@@ -1521,8 +1530,10 @@ impl Bulkhead {
             _ if word.is_closed() => full,
             Some(stats) if word.serves_next_newcomer() => {
                 // The tick: the clock, and a look when one is due; the bits it left.
-                stats.interval(|| self.counted_finished());
-                BulkheadFull::refused_with_retry(self.name, word.limit(), stats.tail())
+                stats.interval(&self.retry_tail, || self.counted_finished());
+                // Ordering: Relaxed — as in `refuse_counted`.
+                let tail = self.retry_tail.load(Ordering::Relaxed);
+                BulkheadFull::refused_with_retry(self.name, word.limit(), tail)
             }
             _ => self.with_retry_after(full, word, RejectReason::Full),
         };
@@ -1587,7 +1598,7 @@ impl Bulkhead {
             RejectReason::Full
             | RejectReason::WaitTimedOut
             | RejectReason::TooManyWaiting
-            | RejectReason::Evicted => match stats.interval(counted) {
+            | RejectReason::Evicted => match stats.interval(&self.retry_tail, counted) {
                 Some(interval) => {
                     let needed = releases_needed(self.sem.waiting(), word.available());
                     let estimate = Duration::from_nanos(interval.saturating_mul(needed));

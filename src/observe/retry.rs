@@ -67,11 +67,8 @@ pub(crate) struct RetryStats {
     /// The moving average of the time between releases, in nanoseconds; 0 until a window
     /// saw a release.
     interval: AtomicU64,
-    /// `interval` as the bits a `Full` refusal of a caller served by the next release
-    /// carries (`BulkheadFull::refused_with_retry`), 0 while `interval` is: the counted
-    /// refusal's fast path ([`tail`](Self::tail)) reads it instead of encoding.
-    tail: AtomicU64,
-    /// Encodes `interval` as `tail` (given by the bulkhead, which owns the error's layout).
+    /// Encodes `interval` as the tail the bulkhead keeps (given by the bulkhead, which owns
+    /// the error's layout): see [`interval`](Self::interval).
     tail_of: fn(u64) -> u64,
 }
 
@@ -88,7 +85,6 @@ impl RetryStats {
             window_start: AtomicU64::new(start),
             window_finished: AtomicU64::new(0),
             interval: AtomicU64::new(0),
-            tail: AtomicU64::new(0),
             tail_of,
             clock,
         }
@@ -106,8 +102,13 @@ impl RetryStats {
     /// most once per [`LOOK_EVERY`]). `counted` sums the counters' finished calls (0 without
     /// counters). `None` until a release was seen. Multiply by the releases a caller needs
     /// ([`releases_needed`]) for its estimate.
+    ///
+    /// `tail` is the bulkhead's copy of the average, encoded (`tail_of`) as the bits a
+    /// `Full` refusal of a caller served by the next release carries (0 while there is no
+    /// average): rewritten whenever the average moves. The counted refusal's fast path
+    /// reads that cell instead of encoding, and without reaching this tracker (issue 33).
     #[inline]
-    pub(crate) fn interval(&self, counted: impl FnOnce() -> u64) -> Option<u64> {
+    pub(crate) fn interval(&self, tail: &AtomicU64, counted: impl FnOnce() -> u64) -> Option<u64> {
         let now = self.clock.raw();
         // Ordering: Relaxed (this load and every other access below) — the estimate is a
         // statistic: no data is published through these fields, a stale value only makes
@@ -121,7 +122,7 @@ impl RetryStats {
             // Ordering: Relaxed on success and failure — as above.
             && self.looked.compare_exchange(looked, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
         {
-            interval = self.look(now, interval, counted);
+            interval = self.look(now, interval, tail, counted);
         }
         (interval != 0).then_some(interval)
     }
@@ -129,7 +130,13 @@ impl RetryStats {
     /// Reads the release count (at most once per [`LOOK_EVERY`]) and, if the window is due,
     /// samples the interval. Returns the interval to use now.
     #[cold]
-    fn look(&self, now: u64, interval: u64, counted: impl FnOnce() -> u64) -> u64 {
+    fn look(
+        &self,
+        now: u64,
+        interval: u64,
+        tail: &AtomicU64,
+        counted: impl FnOnce() -> u64,
+    ) -> u64 {
         // Ordering: Relaxed — as in `interval`.
         let start = self.window_start.load(Ordering::Relaxed);
         let elapsed = self.clock.nanos(now.saturating_sub(start));
@@ -151,7 +158,7 @@ impl RetryStats {
             // cell's p90 error was 156 ms, benches/results/retry_after.md.)
             let longer =
                 if interval == 0 { 0 } else { interval.max(elapsed / RELEASES_PER_WINDOW) };
-            self.publish(longer);
+            self.publish(longer, tail);
             return longer;
         }
         // Ordering: Relaxed on success and failure — as in `interval`: whoever wins the
@@ -167,33 +174,23 @@ impl RetryStats {
         self.window_finished.store(total, Ordering::Relaxed);
         let sample = (elapsed / released).max(1);
         let blended = if interval == 0 { sample } else { (3 * interval + sample) / 4 };
-        self.publish(blended);
+        self.publish(blended, tail);
         blended
     }
 
-    /// Stores a new average and its encoded tail.
-    fn publish(&self, interval: u64) {
+    /// Stores a new average, and its encoded tail in `tail`.
+    fn publish(&self, interval: u64, tail: &AtomicU64) {
         // Ordering: Relaxed — as in `interval`: a statistic; a reader that sees the new
         // interval with the old tail (or the reverse) carries an estimate one look older.
         self.interval.store(interval, Ordering::Relaxed);
         // Ordering: Relaxed — as above.
-        self.tail.store((self.tail_of)(interval), Ordering::Relaxed);
-    }
-
-    /// The counted refusal's estimate for a caller served by the next release (nobody
-    /// queued, no shrink's debt): the encoded bits of the current interval, 0 if none yet.
-    /// That refusal takes [`interval`](Self::interval) instead on every [`TICK_EVERY`]-th
-    /// refusal of its thread and while there is no estimate yet, so the others pay one load
-    /// and no clock read.
-    #[inline(always)]
-    pub(crate) fn tail(&self) -> u64 {
-        // Ordering: Relaxed — as in `interval`.
-        self.tail.load(Ordering::Relaxed)
+        tail.store((self.tail_of)(interval), Ordering::Relaxed);
     }
 }
 
-/// How often a thread's counted refusal reads the clock for the estimate ([`RetryStats::tail`]):
-/// once per this many of its refusals.
+/// How often a thread's counted refusal reads the clock for the estimate: once per this
+/// many of its refusals (the others read the bulkhead's encoded tail; see
+/// [`RetryStats::interval`]).
 pub(crate) const TICK_EVERY: u64 = 16;
 
 /// How many releases serve a caller refused now: the `waiting` callers ahead, then it, after
@@ -210,14 +207,16 @@ mod tests {
     #[test]
     fn no_estimate_before_a_release_then_one_per_interval() {
         let stats = RetryStats::new(|nanos| nanos.wrapping_mul(3));
-        assert_eq!(stats.interval(|| 0), None);
+        let tail = AtomicU64::new(0);
+        assert_eq!(stats.interval(&tail, || 0), None);
+        assert_eq!(tail.load(Ordering::Relaxed), 0, "no average, no tail");
         std::thread::sleep(Duration::from_millis(2));
         // Four releases in at least 2 ms: at least 0.5 ms apart.
-        let interval = stats.interval(|| 4).expect("releases seen");
+        let interval = stats.interval(&tail, || 4).expect("releases seen");
         assert!(interval >= 500_000, "{interval}");
-        assert_eq!(stats.tail(), interval * 3);
+        assert_eq!(tail.load(Ordering::Relaxed), interval * 3);
         // Within the look's period: the same interval, not re-read.
-        assert_eq!(stats.interval(|| panic!("not due")), Some(interval));
+        assert_eq!(stats.interval(&tail, || panic!("not due")), Some(interval));
     }
 
     #[test]
