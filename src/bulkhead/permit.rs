@@ -612,3 +612,48 @@ impl fmt::Debug for OwnedPermit {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sampled mark keeps its fields apart: the start, the calls in flight and the outcome
+    /// bits never leak into one another, so the latency is exact to the tick and the count
+    /// saturates (cargo-mutants, future 13/17: the start's mask made `(1 << 20) + 1` or
+    /// `(1 << 20) / 1` let the low fields into the subtraction, one tick short).
+    #[test]
+    fn a_sampled_mark_gives_its_exact_ticks_and_calls_in_flight() {
+        let wrap = 1u64 << START_BITS;
+        for start in [0, 1, 2, 7, 1 << 20, wrap - 2, wrap - 1, u64::MAX] {
+            for in_flight in [1, 2, 3, 1_000, IN_FLIGHT_MAX as usize, usize::MAX] {
+                for elapsed in [0, 1, 5, 1 << 30, wrap - 1] {
+                    let mut mark = Mark::sampled(start, in_flight);
+                    mark.unmarked_is_cancelled();
+                    mark.mark(Outcome::Failure);
+                    let now = start.wrapping_add(elapsed);
+                    let case = format!("start {start}, in flight {in_flight}, elapsed {elapsed}");
+                    assert_eq!(mark.elapsed_ticks(now), elapsed, "{case}");
+                    let expected = in_flight.min(IN_FLIGHT_MAX as usize);
+                    assert_eq!(mark.in_flight(), expected, "{case}");
+                    assert!(mark.is_set() && mark.is_observed() && mark.is_sampled(), "{case}");
+                    assert!(!mark.is_counted(), "{case}");
+                    assert_eq!(mark.outcome(), Outcome::Failure, "{case}");
+                }
+            }
+        }
+    }
+
+    /// The counted mark is counted, and an outcome marked on it keeps it so.
+    #[test]
+    fn a_counted_mark_stays_counted_whatever_its_outcome() {
+        for outcome in Outcome::ALL {
+            let mut mark = Mark::COUNTED;
+            mark.mark(outcome);
+            assert!(mark.is_counted() && mark.is_observed() && !mark.is_sampled());
+            assert_eq!(mark.outcome(), outcome);
+        }
+        let mut none = Mark::NONE;
+        none.mark(Outcome::Failure);
+        assert!(!none.is_set(), "an unobserved permit's mark stays zero");
+    }
+}
