@@ -6,6 +6,10 @@
 #   verification/cargo-mutants.sh 0/8              # shard 0 of 8 of the engine's mutants
 #   MUTANTS_FILES=future verification/cargo-mutants.sh 0/4   # the waiting futures instead
 #   verification/cargo-mutants.sh list             # what would be generated, counted
+#   git diff 2427c0c -- src/engine >/tmp/d; MUTANTS_IN_DIFF=/tmp/d verification/cargo-mutants.sh 0/1
+#                                                  # only the lines a change touched
+#   MUTANTS_FILES=refusal ...                      # the observed refusal (bulkhead/mod.rs,
+#                                                  # error.rs, observe/retry.rs), with a diff
 #
 # Needs cargo-mutants 27 (`cargo install --locked cargo-mutants@27.1.0`, about 3 minutes
 # here; CI does not install it). Results go to target/cargo-mutants/<files>-<shard>/mutants.out;
@@ -23,8 +27,13 @@ cd "$(dirname "$0")/.."
 case ${MUTANTS_FILES:-engine} in
 engine) files=(-f src/engine/state.rs -f src/engine/policy.rs -f src/engine/timer.rs -f src/engine/foreign.rs) ;;
 future) files=(-f src/bulkhead/future.rs -f src/bulkhead/blocking.rs -f src/bulkhead/permit.rs) ;;
-*) echo "MUTANTS_FILES: engine or future" >&2; exit 2 ;;
+refusal) files=(-f src/bulkhead/mod.rs -f src/bulkhead/error.rs -f src/observe/retry.rs) ;;
+*) echo "MUTANTS_FILES: engine, future or refusal" >&2; exit 2 ;;
 esac
+# Only the lines a diff touched (`cargo mutants --in-diff`): a change's own mutants.
+if [ -n "${MUTANTS_IN_DIFF:-}" ]; then
+    files+=(--in-diff "$MUTANTS_IN_DIFF")
+fi
 
 tests=(--lib --test work_conservation --test junctions --test junction_props --test tracing
     --test weighted --test keyed_weighted --test queue_policy
@@ -34,6 +43,14 @@ tests=(--lib --test work_conservation --test junctions --test junction_props --t
 # The waiting futures are also driven by the named keyed futures, the per-call requests, the
 # caller's own timer and executors other than tokio: their tests join for those files (about
 # 2 s more per mutant).
+features=tokio,tracing
+if [ "${MUTANTS_FILES:-engine}" = refusal ]; then
+    # The refusal's own tests: counts, the Retry-After estimate, events, the exporter.
+    features=tokio,tracing,metrics,tower
+    tests=(--lib --test try_acquire --test refusals --test counters --test metrics
+        --test metrics_export --test events --test retry_after --test retry_after_tower
+        --test tower_layer --test call --test adaptive)
+fi
 if [ "${MUTANTS_FILES:-engine}" = future ]; then
     tests+=(--test own_timer --test keyed_futures --test keyed --test keyed_shares --test bad_input
         --test per_call --test any_executor --test reentrant_family --test adaptive)
@@ -48,7 +65,7 @@ out=target/cargo-mutants/${MUTANTS_FILES:-engine}-${shard/\//-of-}
 mkdir -p "$out"
 # --baseline=run: the unmutated tree must pass the same tests first. --timeout: a hang (a lost
 # wake-up) counts as caught, as in mutants.sh.
-cargo mutants "${files[@]}" --shard "$shard" --features tokio,tracing --timeout 240 \
+cargo mutants "${files[@]}" --shard "$shard" --features "$features" --timeout 240 \
     --output "$out" -j 1 -- "${tests[@]}" || true
 tail -n 5 "$out/mutants.out/outcomes.json" >/dev/null 2>&1 || true
 for kind in caught missed timeout unviable; do
