@@ -207,3 +207,45 @@ fn every_counted_refusal_is_counted_once_and_carries_the_estimate() {
     }
     assert_eq!(bulkhead.metrics().calls_rejected_total() - before, refusals);
 }
+
+/// Runs calls of `hold` one after the other until `total` passed, refusing a call about
+/// every 100 µs while each is held (all on this thread); returns the last refusal's estimate.
+fn calls_with_refusals(bulkhead: &Bulkhead, hold: Duration, total: Duration) -> Duration {
+    let start = std::time::Instant::now();
+    let mut last = None;
+    while start.elapsed() < total {
+        let permit = bulkhead.try_acquire().expect("a free permit");
+        let held = std::time::Instant::now();
+        while held.elapsed() < hold {
+            let full = bulkhead.try_acquire().unwrap_err();
+            assert_eq!(full.reason(), RejectReason::Full);
+            last = full.retry_after().or(last);
+            thread::sleep(Duration::from_micros(100));
+        }
+        drop(permit);
+    }
+    last.expect("calls finished and refusals came")
+}
+
+#[test]
+fn a_counted_refusals_estimate_follows_the_release_rate() {
+    // The counted refusal carries the estimate the tracker stored, and every 16th refusal of
+    // a thread reads the clock, which is how the tracker sees time pass and samples the
+    // release rate (issue 33; cargo-mutants: the tick's `count % TICK_EVERY` made `/` or `+`
+    // never ticked again once an estimate existed, and the estimate froze). Calls of 1 ms,
+    // then of 25 ms: the estimate for a caller the next release serves moves from about
+    // 1 ms to about 25 ms (blended over windows of about 8 releases: about 10 ms after 2
+    // windows, 22-23 ms measured at the end here).
+    let bulkhead = Bulkhead::new("drifting", limit(1));
+    bulkhead.enable_counters();
+    let fast = calls_with_refusals(&bulkhead, Duration::from_millis(1), Duration::from_millis(150));
+    assert!(fast > Duration::ZERO, "{fast:?}");
+    let slow =
+        calls_with_refusals(&bulkhead, Duration::from_millis(25), Duration::from_millis(900));
+    // A frozen estimate is the same one both times; a slow machine stretches the 1 ms calls
+    // (sleeps overshoot), never the 25 ms ones below 25 ms.
+    assert!(
+        slow > fast && slow >= Duration::from_millis(8),
+        "the estimate did not follow: {fast:?} then {slow:?}"
+    );
+}
