@@ -422,7 +422,7 @@ impl BulkheadRegistry {
     /// assert_eq!(a.config().max_concurrent_calls(), 25);
     /// ```
     ///
-    /// A registry built from a configuration file ([`from_file`](Self::from_file)) that is
+    /// A registry built from a configuration file (`from_file`, feature `serde`) that is
     /// asked for a name its file does not define still creates it with the default
     /// configuration, and says so: the name is listed by
     /// [`undefined_names`](Self::undefined_names) and, with the `tracing` feature, logged
