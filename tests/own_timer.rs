@@ -492,3 +492,23 @@ fn a_repoll_after_the_deadline_gives_up_before_the_runtime_fires() {
     drop(held);
     assert_quiescent(&bulkhead, 1);
 }
+
+/// A timer's `Debug` says what is armed and when the next deadline is, before, while and
+/// after a bound wait (cargo-mutants, engine 30/32: `Debug` for `Timer` and for the state it
+/// shares made empty went unseen).
+#[test]
+fn a_timer_shows_what_is_armed_in_debug() {
+    let (_calls, timer, bulkhead) = bound_to_a_recording_timer("shown", Duration::from_millis(5));
+    assert_eq!(format!("{timer:?}"), "Timer { armed: 0, next: None }");
+    let held = bulkhead.try_acquire().unwrap();
+    let (_counter, waker) = CountingWaker::new();
+    let mut acquire = Box::pin(bulkhead.acquire_async());
+    assert!(poll_once(&mut acquire, &waker).is_pending());
+    let next = timer.next_deadline().expect("the wait's deadline");
+    assert_eq!(format!("{timer:?}"), format!("Timer {{ armed: 1, next: Some({next:?}) }}"));
+    assert_eq!(fire_at(&timer, next), None);
+    assert_eq!(format!("{timer:?}"), "Timer { armed: 0, next: None }");
+    expect_timed_out(poll_once(&mut acquire, &waker));
+    drop(held);
+    assert_quiescent(&bulkhead, 1);
+}
