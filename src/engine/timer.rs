@@ -439,3 +439,38 @@ mod imp {
         super::fire(&timer().heap)
     }
 }
+
+#[cfg(all(test, not(any(bulkhead_loom, bulkhead_shuttle))))]
+mod tests {
+    use super::*;
+    use crate::engine::sync::Expire;
+
+    struct Nobody;
+
+    impl Expire for Nobody {
+        fn expire(&self, _fired: Instant, _now: Instant) {}
+    }
+
+    fn nobody() -> Weak<dyn Expire> {
+        Weak::<Nobody>::new()
+    }
+
+    /// `push` says "earliest" only for a deadline before every other armed one: a first
+    /// deadline, or a strictly earlier one. A deadline equal to the earliest moves nothing,
+    /// so the runtime is not told again (the contract: only when the earliest moves
+    /// earlier; cargo-mutants, engine 29/32: `at < top.at` made `<=` went unseen, since two
+    /// real waits practically never get the same instant).
+    #[test]
+    fn only_a_strictly_earlier_deadline_is_the_new_earliest() {
+        let now = Clock::new().now();
+        let later = now + std::time::Duration::from_millis(5);
+        let mut heap = Heap::default();
+        assert!(heap.push(later, nobody()), "the first deadline");
+        assert!(!heap.push(later, nobody()), "the same instant again");
+        assert!(!heap.push(later + std::time::Duration::from_millis(1), nobody()), "a later one");
+        assert!(heap.push(now, nobody()), "an earlier one");
+        assert!(!heap.push(now, nobody()), "the earliest again");
+        assert_eq!(heap.next(), Some(now));
+        assert_eq!(heap.entries.len(), 5);
+    }
+}
