@@ -172,7 +172,7 @@ impl Packed {
 }
 
 /// The bits a `Full` refusal with no wait and a retry estimate of `retry_nanos` has above
-/// the limit ([`BulkheadFull::refused_with_retry`]); 0 for no estimate (`retry_nanos` 0).
+/// the limit ([`BulkheadFull::retry_bits`]); 0 for no estimate (`retry_nanos` 0).
 /// Computed when the estimate changes, so that the counted refusal only `or`s them in.
 pub(crate) fn retry_tail(retry_nanos: u64) -> u64 {
     if retry_nanos == 0 {
@@ -245,14 +245,9 @@ impl BulkheadFull {
         BulkheadFull { name, packed: Packed::refused(limit, closed) }
     }
 
-    /// The counted fast refusal: [`refused`](Self::refused) as `Full`, carrying the retry
-    /// estimate encoded in `tail` ([`retry_tail`]; 0: none). One `or`.
-    #[inline(always)]
-    pub(crate) fn refused_with_retry(name: Name, limit: usize, tail: u64) -> Self {
-        BulkheadFull::from_bits(name, Self::retry_bits(limit, tail))
-    }
-
-    /// [`refused_with_retry`](Self::refused_with_retry)'s word, the name aside.
+    /// The counted fast refusal's word, the name aside ([`from_bits`](Self::from_bits)
+    /// makes the error): [`refused`](Self::refused) as `Full`, carrying the retry estimate
+    /// encoded in `tail` ([`retry_tail`]; 0: none). One `or`.
     #[inline(always)]
     pub(crate) fn retry_bits(limit: usize, tail: u64) -> NonZeroU64 {
         Packed::from(Packed::refused(limit, false).bits() | tail).0
@@ -452,12 +447,14 @@ mod tests {
 
     #[test]
     fn the_counted_refusals_ready_tail_encodes_as_the_full_computation_does() {
-        // `refused_with_retry(retry_tail(n))` (the counted refusal's inline path) is the
-        // refusal `with_retry_after` builds from the same estimate (its out-of-line paths).
-        assert_eq!(BulkheadFull::refused_with_retry(name(), 4, retry_tail(0)).retry_after(), None);
+        // `retry_bits(retry_tail(n))` (the counted refusal's inline path) is the refusal
+        // `with_retry_after` builds from the same estimate (its out-of-line paths).
+        let fast =
+            |limit, tail| BulkheadFull::from_bits(name(), BulkheadFull::retry_bits(limit, tail));
+        assert_eq!(fast(4, retry_tail(0)).retry_after(), None);
         for limit in [1, 16, crate::engine::state::MAX_PERMITS] {
             for nanos in [1, 127, 128, 129, 40_000, 999_999, 20_000_001, 3_000_000_000, u64::MAX] {
-                let fast = BulkheadFull::refused_with_retry(name(), limit, retry_tail(nanos));
+                let fast = fast(limit, retry_tail(nanos));
                 let slow = BulkheadFull::refused(name(), limit, false)
                     .with_retry_after(Some(Duration::from_nanos(nanos)));
                 assert_eq!(fast, slow, "limit {limit}, {nanos} ns");

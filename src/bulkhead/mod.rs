@@ -1526,18 +1526,16 @@ impl Bulkhead {
     #[inline(never)]
     fn refuse_counted_slow(&self, word: Word) -> core::num::NonZeroU64 {
         let full = BulkheadFull::refused(self.name, word.limit(), word.is_closed());
-        let full = match self.retry.get() {
-            _ if word.is_closed() => full,
+        match self.retry.get() {
+            _ if word.is_closed() => full.bits(),
             Some(stats) if word.serves_next_newcomer() => {
                 // The tick: the clock, and a look when one is due; the bits it left.
                 stats.interval(&self.retry_tail, || self.counted_finished());
                 // Ordering: Relaxed — as in `refuse_counted`.
-                let tail = self.retry_tail.load(Ordering::Relaxed);
-                BulkheadFull::refused_with_retry(self.name, word.limit(), tail)
+                BulkheadFull::retry_bits(word.limit(), self.retry_tail.load(Ordering::Relaxed))
             }
-            _ => self.with_retry_after(full, word, RejectReason::Full),
-        };
-        full.bits()
+            _ => self.with_retry_after(full, word, RejectReason::Full).bits(),
+        }
     }
 
     /// The calls the counters saw finish (0 without counters): the retry estimate's count.
