@@ -435,3 +435,58 @@ fn a_drained_future_shows_its_state_in_debug() {
     assert!(poll_once(&mut drained, &waker).is_ready(), "drained");
     assert_eq!(format!("{drained:?}"), "Drained { waiting: false, done: true }");
 }
+
+/// The zero-wait refusal through the waiting API (`acquire`, `call`, `acquire_async`,
+/// `call_async`) on a full bulkhead: `Full` with the limit while open, `Closed` once closed,
+/// whether or not anyone observes, and each refusal seen by a listener when one is there.
+/// (Stop 39 decides the unobserved case first, on a path of its own; the observed one
+/// keeps the old path: both must give the same error.)
+#[test]
+fn a_full_zero_wait_bulkhead_refuses_through_the_waiting_api_full_then_closed() {
+    for observed in [false, true] {
+        let bulkhead = shared("zero-wait-full", limit(2));
+        let rejected = Arc::new(Mutex::new(Vec::new()));
+        if observed {
+            let seen = Arc::clone(&rejected);
+            bulkhead.on_event(move |event| {
+                if let BulkheadEventKind::CallRejected(reason) = event.kind() {
+                    seen.lock().unwrap().push(reason);
+                }
+            });
+        }
+        let held = (bulkhead.try_acquire().unwrap(), bulkhead.try_acquire().unwrap());
+        let (_, waker) = CountingWaker::new();
+        for expected in [RejectReason::Full, RejectReason::Closed] {
+            if expected == RejectReason::Closed {
+                assert!(bulkhead.close());
+            }
+            let sync = bulkhead.acquire().map(drop).unwrap_err();
+            let called = bulkhead.call(|| ()).unwrap_err();
+            let mut fut = Box::pin(bulkhead.acquire_async());
+            let Poll::Ready(Err(polled)) = poll_once(&mut fut, &waker) else {
+                panic!("a full zero-wait bulkhead refuses on the first poll (observed: {observed})")
+            };
+            let mut call = Box::pin(bulkhead.call_async(async {}));
+            let Poll::Ready(Err(call_polled)) = poll_once(&mut call, &waker) else {
+                panic!("call_async refuses on the first poll (observed: {observed})")
+            };
+            for err in [&sync, &called, &polled, &call_polled] {
+                assert_eq!(err.reason(), expected, "observed: {observed}");
+                assert_eq!(err.max_concurrent_calls(), 2, "observed: {observed}");
+                assert!(err.waited().is_zero(), "observed: {observed}");
+                assert_eq!(err.retry_after(), None, "no call finished yet, so no estimate");
+            }
+        }
+        let seen = rejected.lock().unwrap().clone();
+        if observed {
+            let full = [RejectReason::Full; 4];
+            let closed = [RejectReason::Closed; 4];
+            assert_eq!(seen, [full, closed].concat(), "one CallRejected per refusal");
+        } else {
+            assert!(seen.is_empty());
+        }
+        drop(held);
+        let m = bulkhead.metrics();
+        assert_eq!((m.available_concurrent_calls(), m.in_flight_calls()), (2, 0));
+    }
+}

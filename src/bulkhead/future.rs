@@ -21,7 +21,7 @@ use crate::bulkhead::request::{wait_within, Request};
 use crate::bulkhead::Bulkhead;
 use crate::engine::policy::Criticality;
 use crate::engine::state::MAX_PERMITS;
-use crate::engine::state::{Enqueued, Outcome, WaitKey, Wake};
+use crate::engine::state::{Enqueued, Outcome, WaitKey, Wake, Word};
 use crate::engine::sync::Instant;
 use crate::observe::reason::RejectReason;
 
@@ -180,8 +180,13 @@ impl Core {
         }
     }
 
-    /// The first poll (or a poll after completion, which panics): the fast path, or a
-    /// refusal that needs no queue, decided inline; otherwise queues.
+    /// The first poll (or a poll after completion, which panics): the plain acquire's two
+    /// common ends, decided here with nothing else live (an unobserved grant, and the
+    /// refusal of a zero-wait bulkhead that nobody observes: what `permitted` and `refuse`
+    /// give for those words); every other case goes to
+    /// [`poll_first_rest`](Self::poll_first_rest). Callgrind, issue 33 (see
+    /// benches/results/NOTES.md): the zero-wait refusal no longer saves the registers the
+    /// queueing path needs.
     #[inline(never)]
     fn poll_first<S: Future>(
         &mut self,
@@ -192,22 +197,56 @@ impl Core {
     ) -> Poll<Result<Mark, BulkheadFull>> {
         assert!(!self.done, "a bulkhead acquire future was polled after it completed");
         if !self.is_plain() {
-            if let Some(done) = self.first_poll_many(bulkhead) {
-                return done;
+            return self.poll_first_rest(None, timer, bulkhead, cx, arm);
+        }
+        let tried = bulkhead.sem().try_acquire();
+        match tried {
+            Ok(word) if !word.is_observed() => self.done_with(Ok(Mark::NONE)),
+            Err(word)
+                if word.is_quiet_full()
+                    && (word.is_closed() || bulkhead.max_wait_is_zero())
+                    && !crate::observe::trace::interested() =>
+            {
+                self.done_with(Err(bulkhead.refuse_unobserved(word)))
             }
-        } else {
-            let word = match bulkhead.sem().try_acquire() {
-                Ok(word) => {
-                    let mark = bulkhead.permitted(word);
-                    return self.done_with(Ok(mark));
+            // No permit for a caller that may wait: straight to the queue.
+            Err(word) if !word.is_closed() && !bulkhead.max_wait_is_zero() => {
+                self.queue(timer, bulkhead, cx, arm)
+            }
+            _ => self.poll_first_rest(Some(tried), timer, bulkhead, cx, arm),
+        }
+    }
+
+    /// [`poll_first`](Self::poll_first)'s other cases: `tried` is the plain acquire's
+    /// attempt (`None` for a weighted or classed request, which makes its own). An observed
+    /// grant, a held-back permit, an observed or closed refusal, or a weighted request's
+    /// wait.
+    #[inline(never)]
+    fn poll_first_rest<S: Future>(
+        &mut self,
+        tried: Option<Result<Word, Word>>,
+        timer: Pin<&mut Timer<S>>,
+        bulkhead: &Bulkhead,
+        cx: &mut Context<'_>,
+        arm: impl FnOnce(Duration) -> Option<S>,
+    ) -> Poll<Result<Mark, BulkheadFull>> {
+        match tried {
+            None => {
+                if let Some(done) = self.first_poll_many(bulkhead) {
+                    return done;
                 }
-                Err(word) => word,
-            };
-            if word.is_closed() || bulkhead.max_wait_is_zero() {
-                if word.has_free() {
-                    return self.done_with(bulkhead.take_held_back_or_refuse(word));
+            }
+            Some(Ok(word)) => {
+                let mark = bulkhead.permitted(word);
+                return self.done_with(Ok(mark));
+            }
+            Some(Err(word)) => {
+                if word.is_closed() || bulkhead.max_wait_is_zero() {
+                    if word.has_free() {
+                        return self.done_with(bulkhead.take_held_back_or_refuse(word));
+                    }
+                    return self.done_with(Err(bulkhead.refuse(word)));
                 }
-                return self.done_with(Err(bulkhead.refuse(word)));
             }
         }
         self.queue(timer, bulkhead, cx, arm)

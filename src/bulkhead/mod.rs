@@ -405,6 +405,23 @@ impl Bulkhead {
     #[cold]
     #[inline(never)]
     fn acquire_slow(&self, word: Word) -> Result<Permit<'_>, BulkheadFull> {
+        // The common refusal of a zero-wait bulkhead (no permit free, nobody observing: the
+        // word's one comparison), built where nothing else is live, so it saves no register
+        // and writes the error once (callgrind, `bulkhead_zero_wait`, issue 33: 54.9 -> see
+        // benches/results/NOTES.md). What `refuse` would build for that word.
+        if word.is_quiet_full()
+            && (word.is_closed() || self.max_wait_is_zero())
+            && !crate::observe::trace::interested()
+        {
+            return Err(self.refuse_unobserved(word));
+        }
+        self.acquire_slower(word)
+    }
+
+    /// [`acquire_slow`](Self::acquire_slow) for every word but the quiet refusal: a permit
+    /// held back, an observed refusal, or a wait.
+    #[inline(never)]
+    fn acquire_slower(&self, word: Word) -> Result<Permit<'_>, BulkheadFull> {
         // Fail fast without decoding the configured wait into a `Duration`.
         if word.is_closed() || self.max_wait_is_zero() {
             if word.has_free() {
