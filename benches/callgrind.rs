@@ -59,6 +59,14 @@ const OPS: &[(&str, &str)] = &[
     ("round_tokio_unbounded", "waiting round: 2 tasks, 1 permit, tokio acquire()"),
     ("round_floor", "waiting round floor: 2 tasks, 1 permit, a flag and one waker slot"),
     ("bulkhead_reject_instrumented", "bulkhead try_acquire on a full bulkhead, metrics on"),
+    (
+        "bulkhead_zero_wait_instrumented",
+        "bulkhead acquire(), max wait 0, full, metrics on (the counted zero-wait refusal)",
+    ),
+    (
+        "bulkhead_zero_wait_async_instrumented",
+        "bulkhead acquire_async(), max wait 0, full, metrics on, polled once",
+    ),
     ("bulkhead_acq_rel_instrumented", "bulkhead try_acquire + drop, metrics on"),
     ("bulkhead_call_instrumented", "bulkhead call(|| ()), metrics on"),
     ("bulkhead_reject_listener", "bulkhead try_acquire on a full bulkhead, one listener"),
@@ -435,6 +443,13 @@ fn run(op: &str, n: u64) -> Result<(), String> {
         "round_floor" => rounds(&rt, Arc::new(Floor::default()), n, floor_acquire),
         "bulkhead_reject_instrumented" => (0..n).for_each(|_| {
             black_box(black_box(&*full_instrumented).try_acquire().is_err());
+        }),
+        "bulkhead_zero_wait_instrumented" => (0..n).for_each(|_| {
+            black_box(black_box(&*full_instrumented).acquire().is_err());
+        }),
+        "bulkhead_zero_wait_async_instrumented" => (0..n).for_each(|_| {
+            let mut fut = std::pin::pin!(black_box(&*full_instrumented).acquire_async());
+            black_box(fut.as_mut().poll(&mut cx).is_ready());
         }),
         "bulkhead_acq_rel_instrumented" => {
             (0..n).for_each(|_| drop(black_box(black_box(&*free_instrumented).try_acquire())))

@@ -258,3 +258,72 @@ fn counters_stay_exact_when_a_listener_joins_and_listeners_hear_every_later_call
     assert_eq!(m.calls_rejected(RejectReason::Closed), 1);
     assert_eq!(m.calls_rejected(RejectReason::Full), 0);
 }
+
+/// The zero-wait refusal through the waiting API with the counters alone observing (stop
+/// 39: `acquire`, `call`, `acquire_timeout(ZERO)`, `acquire_async` and `call_async` now make
+/// the refusal `try_acquire` makes, the counted refusal's inline path): each refusal counted
+/// once, under its reason, from several threads at once; and once calls have finished, each
+/// refusal carries a Retry-After estimate, as `try_acquire`'s does.
+#[test]
+fn counters_count_every_zero_wait_refusal_through_the_waiting_api_once() {
+    with_hang_guard(|| {
+        let bulkhead = shared("c-zero-wait", limit(2));
+        bulkhead.enable_counters();
+        for _ in 0..4 {
+            bulkhead.call(|| ()).unwrap();
+        }
+        // Past the estimator's first look (1 ms), so that it has an average.
+        thread::sleep(Duration::from_millis(3));
+        let held = (bulkhead.try_acquire_owned().unwrap(), bulkhead.try_acquire_owned().unwrap());
+        // One refusal first, alone: it takes the estimator's first look. (Racing threads
+        // that lose that look would see no average yet.)
+        let first = bulkhead.acquire().map(drop).unwrap_err();
+        assert!(first.retry_after().is_some(), "an estimate once calls finished");
+        let (threads, rounds) = (4, 500);
+        let barrier = Arc::new(Barrier::new(threads));
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let (b, barrier) = (Arc::clone(&bulkhead), Arc::clone(&barrier));
+                thread::spawn(move || {
+                    let (_, waker) = CountingWaker::new();
+                    barrier.wait();
+                    let mut estimates = 0;
+                    for _ in 0..rounds {
+                        let errors = [
+                            b.acquire().map(drop).unwrap_err(),
+                            b.call(|| ()).unwrap_err(),
+                            b.acquire_timeout(Duration::ZERO).map(drop).unwrap_err(),
+                            match poll_once(&mut Box::pin(b.acquire_async()), &waker) {
+                                std::task::Poll::Ready(Err(e)) => e,
+                                other => panic!("a zero-wait refusal on the first poll: {other:?}"),
+                            },
+                            match poll_once(&mut Box::pin(b.call_async(async {})), &waker) {
+                                std::task::Poll::Ready(Err(e)) => e,
+                                other => panic!("a zero-wait refusal on the first poll: {other:?}"),
+                            },
+                        ];
+                        for e in &errors {
+                            assert_eq!(e.reason(), RejectReason::Full);
+                            assert_eq!(e.max_concurrent_calls(), 2);
+                            estimates += usize::from(e.retry_after().is_some());
+                        }
+                    }
+                    estimates
+                })
+            })
+            .collect();
+        let estimates: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+        let refused = (threads * rounds * 5) as u64;
+        assert_eq!(estimates as u64, refused, "every refusal carries an estimate");
+        let refused = refused + 1; // and the first one
+        let m = bulkhead.metrics();
+        assert_eq!(m.calls_rejected(RejectReason::Full), refused);
+        assert_eq!(m.calls_rejected_total(), refused);
+        assert_eq!((m.calls_permitted(), m.calls_finished()), (6, 4));
+        assert!(bulkhead.close());
+        assert_eq!(bulkhead.acquire().map(drop).unwrap_err().reason(), RejectReason::Closed);
+        assert_eq!(bulkhead.metrics().calls_rejected(RejectReason::Closed), 1);
+        drop(held);
+        assert_eq!(bulkhead.metrics().calls_finished(), 6);
+    });
+}

@@ -245,7 +245,8 @@ impl Core {
                     if word.has_free() {
                         return self.done_with(bulkhead.take_held_back_or_refuse(word));
                     }
-                    return self.done_with(Err(bulkhead.refuse(word)));
+                    // As `acquire`: the refusal `try_acquire` makes for this word.
+                    return self.done_with(Err(bulkhead.refuse_from(word, word.is_quiet_full())));
                 }
             }
         }

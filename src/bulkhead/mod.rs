@@ -427,7 +427,11 @@ impl Bulkhead {
             if word.has_free() {
                 return self.take_held_back_or_refuse(word).map(|mark| Permit::new(self, mark));
             }
-            return Err(self.refuse(word));
+            // The refusal `try_acquire` makes for this word: with the counters alone
+            // observing, the counted refusal's inline path (its clock read amortized), not
+            // `refuse`'s, which reads the clock for the estimate on every refusal (callgrind,
+            // `bulkhead_zero_wait_instrumented`, issue 33: see benches/results/NOTES.md).
+            return Err(self.refuse_from(word, word.is_quiet_full()));
         }
         self.wait_blocking(self.max_wait(), 1, Criticality::Default)
             .map(|mark| Permit::new(self, mark))
@@ -467,7 +471,10 @@ impl Bulkhead {
         match self.sem.try_acquire() {
             Ok(word) => Ok(self.permitted(word)),
             Err(word) if word.has_free() && wait.is_zero() => self.take_held_back_or_refuse(word),
-            Err(word) if word.is_closed() || wait.is_zero() => Err(self.refuse(word)),
+            // The refusal `try_acquire` makes for this word (see `acquire_slower`).
+            Err(word) if word.is_closed() || wait.is_zero() => {
+                Err(self.refuse_from(word, word.is_quiet_full()))
+            }
             Err(_) => self.wait_blocking(wait, 1, Criticality::Default),
         }
     }

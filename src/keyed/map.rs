@@ -221,7 +221,9 @@ where
                 // Someone observes: report after the lock, on a clone of the `Arc`.
                 let bulkhead = Arc::clone(&entry.bulkhead);
                 drop(shard);
-                Err(bulkhead.refuse(word))
+                // The refusal `Bulkhead::try_acquire` makes for this word: with the
+                // counters alone observing, the counted refusal's inline path.
+                Err(bulkhead.refuse_from(word, word.is_quiet_full()))
             }
         }
     }
