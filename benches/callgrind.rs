@@ -70,6 +70,10 @@ const OPS: &[(&str, &str)] = &[
     ("bulkhead_acq_rel_instrumented", "bulkhead try_acquire + drop, metrics on"),
     ("bulkhead_call_instrumented", "bulkhead call(|| ()), metrics on"),
     ("bulkhead_reject_listener", "bulkhead try_acquire on a full bulkhead, one listener"),
+    (
+        "bulkhead_reject_listener_estimate",
+        "bulkhead try_acquire on a full bulkhead, one listener, calls finished (an estimate)",
+    ),
     ("floor_hashmap_get", "floor: std HashMap<u64, _> get (RandomState) of one of 1 000 keys"),
     ("keyed_acq_rel", "keyed try_acquire + drop, live key of 1 000, no total"),
     ("keyed_acq_rel_total", "keyed try_acquire + drop, live key of 1 000, with a total"),
@@ -260,6 +264,7 @@ fn run(op: &str, n: u64) -> Result<(), String> {
     let heard = Arc::new(AtomicU64::new(0));
     let full_listened = full_bulkhead();
     count_events(&full_listened, &heard);
+    let full_listened_estimate = full_finishing(|bulkhead| count_events(bulkhead, &heard));
     let free_listened = Arc::new(bulkhead(16, Duration::ZERO));
     count_events(&free_listened, &heard);
 
@@ -478,6 +483,9 @@ fn run(op: &str, n: u64) -> Result<(), String> {
         "bulkhead_reject_listener" => (0..n).for_each(|_| {
             black_box(black_box(&*full_listened).try_acquire().is_err());
         }),
+        "bulkhead_reject_listener_estimate" => (0..n).for_each(|_| {
+            black_box(black_box(&*full_listened_estimate).try_acquire().is_err());
+        }),
         "bulkhead_acq_rel_listener" => {
             (0..n).for_each(|_| drop(black_box(black_box(&*free_listened).try_acquire())))
         }
@@ -516,8 +524,13 @@ fn main() {
 /// never saw a call finish has no estimate and reads the clock on each refusal, issue 33).
 /// Built before the n = 0 baseline too, so its cost is subtracted.
 fn full_seen_finishing() -> Arc<bulkhead::Bulkhead> {
+    full_finishing(instrument)
+}
+
+/// [`full_seen_finishing`] observed by `observe` instead of the counters.
+fn full_finishing(observe: impl FnOnce(&Arc<bulkhead::Bulkhead>)) -> Arc<bulkhead::Bulkhead> {
     let bulkhead = Arc::new(bulkhead(1, Duration::ZERO));
-    instrument(&bulkhead);
+    observe(&bulkhead);
     for _ in 0..4 {
         drop(bulkhead.try_acquire().expect("a free permit"));
     }

@@ -249,3 +249,59 @@ fn a_counted_refusals_estimate_follows_the_release_rate() {
         "the estimate did not follow: {fast:?} then {slow:?}"
     );
 }
+
+/// Fills `bulkhead` with `try_acquire` and returns the permits and the refusal that ended it.
+fn fill(bulkhead: &Bulkhead) -> (Vec<bulkhead::Permit<'_>>, bulkhead::BulkheadFull) {
+    let mut held = Vec::new();
+    loop {
+        match bulkhead.try_acquire() {
+            Ok(permit) => held.push(permit),
+            Err(full) => return (held, full),
+        }
+    }
+}
+
+/// A listener's refusals carry the estimate every time: all but one refusal in 16 of a
+/// thread read the bulkhead's encoded estimate instead of the clock (stop 39), and the
+/// 16th asks the tracker, as the counted refusal does. Each refusal is still heard once.
+#[test]
+fn every_refusal_heard_by_a_listener_carries_the_estimate() {
+    let bulkhead = Bulkhead::new("heard-often", limit(1));
+    let heard = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&heard);
+    let _handle = bulkhead.on_event(move |_| {
+        seen.fetch_add(1, Ordering::SeqCst);
+    });
+    finish_calls(&bulkhead, 2, Duration::from_millis(1));
+    let _held = bulkhead.try_acquire().unwrap();
+    let before = heard.load(Ordering::SeqCst);
+    for _ in 0..100 {
+        let full = bulkhead.try_acquire().unwrap_err();
+        assert_eq!(full.reason(), RejectReason::Full);
+        assert!(full.retry_after().is_some(), "refusal heard by a listener, calls finished");
+    }
+    assert_eq!(heard.load(Ordering::SeqCst) - before, 100, "each refusal heard once");
+}
+
+/// An adaptive bulkhead's controller alone learns nothing from a refusal and has no
+/// release-rate tracker, so its refusal carries no estimate (stop 39 returns it without
+/// asking). A listener that joins starts the tracker; after it leaves, the refusals still
+/// carry an estimate (the listener chain only grows, so the bulkhead stays observed, and the
+/// tracker stays).
+#[test]
+fn a_controller_alone_gives_no_estimate_and_a_tracker_once_started_stays() {
+    use bulkhead::adaptive::{AdaptiveLimit, Aimd};
+    let bank = Bulkhead::new("adaptive-alone", limit(2));
+    bank.set_adaptive_limit(AdaptiveLimit::new(Aimd::default())).unwrap();
+    finish_calls(&bank, 3, Duration::from_millis(1));
+    let (held, full) = fill(&bank);
+    assert_eq!(full.reason(), RejectReason::Full);
+    assert_eq!(full.retry_after(), None, "a controller alone keeps no release rate");
+    drop(held);
+    let handle = bank.on_event(|_| {});
+    finish_calls(&bank, 3, Duration::from_millis(1));
+    assert!(handle.remove());
+    let (_held, full) = fill(&bank);
+    assert_eq!(full.reason(), RejectReason::Full);
+    assert!(full.retry_after().is_some(), "the listener's tracker stays");
+}

@@ -54,16 +54,36 @@ pub(crate) fn sample_due(k: u32) -> bool {
     thread_local! {
         static COUNTDOWN: core::cell::Cell<i64> = const { core::cell::Cell::new(0) };
     }
+    countdown_due(&COUNTDOWN, k)
+}
+
+/// Whether this observed refusal is the one in [`TICK_EVERY`] of the thread that reads the
+/// clock for the Retry-After estimate (issue 33); the others carry the bulkhead's encoded
+/// estimate. A per-thread countdown of its own, as [`sample_due`] (a refusal does not move
+/// a controller's sampling).
+///
+/// [`TICK_EVERY`]: crate::observe::retry::TICK_EVERY
+#[inline(always)]
+pub(crate) fn retry_tick_due() -> bool {
+    thread_local! {
+        static COUNTDOWN: core::cell::Cell<i64> = const { core::cell::Cell::new(0) };
+    }
+    countdown_due(&COUNTDOWN, crate::observe::retry::TICK_EVERY as u32)
+}
+
+/// One step of a per-thread countdown: true once in `k` calls (the first call included).
+#[inline(always)]
+fn countdown_due(countdown: &'static std::thread::LocalKey<core::cell::Cell<i64>>, k: u32) -> bool {
     // Two one-line accesses (as `cached_thread_slot`): each inlines to one `%fs` access,
     // where a closure doing both was left as a call to `LocalKey::with` (callgrind). An
     // unsampled call is a load, a decrement, a store and a sign test (issue 21: testing for
     // zero before the decrement cost two instructions more). Signed and 64-bit, so that any
     // `k` fits and the sample is the call that takes the countdown below zero.
-    let left = COUNTDOWN.with(core::cell::Cell::get) - 1;
-    COUNTDOWN.with(|countdown| countdown.set(left));
+    let left = countdown.with(core::cell::Cell::get) - 1;
+    countdown.with(|c| c.set(left));
     if left >= 0 {
         return false;
     }
-    COUNTDOWN.with(|countdown| countdown.set(i64::from(k) - 1));
+    countdown.with(|c| c.set(i64::from(k) - 1));
     true
 }

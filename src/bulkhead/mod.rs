@@ -39,7 +39,7 @@ use crate::bulkhead::config::BulkheadConfig;
 use crate::bulkhead::error::retry_tail;
 use crate::bulkhead::error::BulkheadFull;
 use crate::bulkhead::future::{Acquire, AcquireOwned, AcquireWithSleep, Drained};
-use crate::bulkhead::hook::{sample_due, LimitHook};
+use crate::bulkhead::hook::{retry_tick_due, sample_due, LimitHook};
 use crate::bulkhead::permit::Mark;
 use crate::bulkhead::permit::OwnedPermit;
 use crate::bulkhead::permit::Permit;
@@ -1503,6 +1503,19 @@ impl Bulkhead {
     #[cold]
     #[inline(never)]
     fn refuse_loud(&self, word: Word) -> BulkheadFull {
+        // Ordering: Acquire — pairs with the Release store in `note_observers`, as in
+        // `refuse_observed`.
+        if self.fast.load(Ordering::Acquire) > FAST_COUNTERS
+            && !crate::observe::trace::interested()
+            && self.retry.get().is_none()
+        {
+            // A controller alone observes: it learns nothing from a refusal, and without a
+            // release-rate tracker there is no estimate (what `refuse` would find, after
+            // two more calls; callgrind, `adaptive_reject`, issue 33). The tracker test is
+            // defensive: today a tracker comes only with counters or a listener, and either
+            // leaves this mode for good.
+            return BulkheadFull::refused(self.name, word.limit(), word.is_closed());
+        }
         self.refuse(word)
     }
 
@@ -1599,6 +1612,19 @@ impl Bulkhead {
         let full = BulkheadFull::refused(self.name, word.limit(), word.is_closed());
         if word.is_closed() {
             return full;
+        }
+        // Ordering: Relaxed — as in `refuse_counted`.
+        let tail = self.retry_tail.load(Ordering::Relaxed);
+        if tail != 0 && word.serves_next_newcomer() && !retry_tick_due() {
+            // A caller the next release would serve: its estimate is the bulkhead's encoded
+            // one, read without the clock on all but one refusal in `TICK_EVERY` of this
+            // thread, as the counted refusal does (a listener's refusal read the clock every
+            // time: callgrind, `bulkhead_reject_listener_estimate`, issue 33). No estimate
+            // yet (`tail` 0): the tracker is asked every time, as the counted refusal asks.
+            return BulkheadFull::from_bits(
+                self.name,
+                BulkheadFull::retry_bits(word.limit(), tail),
+            );
         }
         self.with_retry_after(full, word, RejectReason::Full)
     }
