@@ -603,6 +603,7 @@ impl Bulkhead {
     /// assert_eq!(bulkhead.metrics().in_flight_calls(), 0);
     /// # Ok::<(), bulkhead::BulkheadFull>(())
     /// ```
+    #[inline]
     pub fn try_acquire_owned(self: &StdArc<Self>) -> Result<OwnedPermit, BulkheadFull> {
         self.try_acquire().map(|permit| permit.into_owned(StdArc::clone(self)))
     }
