@@ -60,6 +60,10 @@ const OPS: &[(&str, &str)] = &[
     ("round_floor", "waiting round floor: 2 tasks, 1 permit, a flag and one waker slot"),
     ("bulkhead_reject_instrumented", "bulkhead try_acquire on a full bulkhead, metrics on"),
     (
+        "bulkhead_reject_instrumented_fresh",
+        "bulkhead try_acquire on a full bulkhead, metrics on, no call finished yet (no estimate)",
+    ),
+    (
         "bulkhead_zero_wait_instrumented",
         "bulkhead acquire(), max wait 0, full, metrics on (the counted zero-wait refusal)",
     ),
@@ -259,6 +263,8 @@ fn run(op: &str, n: u64) -> Result<(), String> {
     let mut cx = noop_context();
     // Instrumented twins: metrics on (see `instrument`), or one counting listener.
     let full_instrumented = full_seen_finishing();
+    let full_instrumented_fresh = full_bulkhead();
+    instrument(&full_instrumented_fresh);
     let free_instrumented = Arc::new(bulkhead(16, Duration::ZERO));
     instrument(&free_instrumented);
     let heard = Arc::new(AtomicU64::new(0));
@@ -448,6 +454,9 @@ fn run(op: &str, n: u64) -> Result<(), String> {
         "round_floor" => rounds(&rt, Arc::new(Floor::default()), n, floor_acquire),
         "bulkhead_reject_instrumented" => (0..n).for_each(|_| {
             black_box(black_box(&*full_instrumented).try_acquire().is_err());
+        }),
+        "bulkhead_reject_instrumented_fresh" => (0..n).for_each(|_| {
+            black_box(black_box(&*full_instrumented_fresh).try_acquire().is_err());
         }),
         "bulkhead_zero_wait_instrumented" => (0..n).for_each(|_| {
             black_box(black_box(&*full_instrumented).acquire().is_err());

@@ -47,9 +47,10 @@ features=tokio,tracing
 if [ "${MUTANTS_FILES:-engine}" = refusal ]; then
     # The refusal's own tests: counts, the Retry-After estimate, events, the exporter.
     features=tokio,tracing,metrics,tower
+    # `close`: the zero-wait refusal through the waiting API, open and closed (stop 39).
     tests=(--lib --test try_acquire --test refusals --test counters --test metrics
         --test metrics_export --test events --test retry_after --test retry_after_tower
-        --test tower_layer --test call --test adaptive)
+        --test tower_layer --test call --test adaptive --test close)
 fi
 if [ "${MUTANTS_FILES:-engine}" = future ]; then
     tests+=(--test own_timer --test keyed_futures --test keyed --test keyed_shares --test bad_input

@@ -1544,7 +1544,11 @@ impl Bulkhead {
             // Ordering: Relaxed — a statistic (see `observe::retry`): a stale tail carries
             // an estimate one look older; nothing is published through it.
             let tail = self.retry_tail.load(Ordering::Relaxed);
-            (tail != 0 && count % TICK_EVERY != 0).then_some(tail)
+            // The tick: the thread's first refusal, then one in `TICK_EVERY`. A tail of 0
+            // (no estimate yet) is carried as none: the first look is the releases' to take
+            // (`note_release`), so a bulkhead whose calls never finish does not read the
+            // clock on every refusal (issue 33).
+            (count % TICK_EVERY != 1).then_some(tail)
         } else {
             bump_own_count(&cells.rejected[RejectReason::refused_index(word.is_closed())]);
             None
@@ -1557,9 +1561,9 @@ impl Bulkhead {
     }
 
     /// [`refuse_counted`](Self::refuse_counted)'s refusal, already counted, in the cases
-    /// its inline path leaves: closed, a queue or a shrink's debt ahead, no estimate yet,
-    /// or a tick due (every [`TICK_EVERY`]-th refusal of the thread: `with_retry_after`
-    /// reads the clock, and looks at the release count when a look is due).
+    /// its inline path leaves: closed, a queue or a shrink's debt ahead, or a tick due (the
+    /// thread's first refusal and one in [`TICK_EVERY`] after it: the tracker reads the
+    /// clock, and looks at the release count when a look is due).
     #[cold]
     #[inline(never)]
     fn refuse_counted_slow(&self, word: Word) -> core::num::NonZeroU64 {
@@ -1614,14 +1618,14 @@ impl Bulkhead {
         if word.is_closed() {
             return full;
         }
-        // Ordering: Relaxed — as in `refuse_counted`.
-        let tail = self.retry_tail.load(Ordering::Relaxed);
-        if tail != 0 && word.serves_next_newcomer() && !retry_tick_due() {
+        if word.serves_next_newcomer() && !retry_tick_due() {
             // A caller the next release would serve: its estimate is the bulkhead's encoded
             // one, read without the clock on all but one refusal in `TICK_EVERY` of this
-            // thread, as the counted refusal does (a listener's refusal read the clock every
-            // time: callgrind, `bulkhead_reject_listener_estimate`, issue 33). No estimate
-            // yet (`tail` 0): the tracker is asked every time, as the counted refusal asks.
+            // thread (its first included), as the counted refusal does (a listener's refusal
+            // read the clock every time: callgrind, `bulkhead_reject_listener_estimate`,
+            // issue 33). A tail of 0 is no estimate yet, as there.
+            // Ordering: Relaxed — as in `refuse_counted`.
+            let tail = self.retry_tail.load(Ordering::Relaxed);
             return BulkheadFull::from_bits(
                 self.name,
                 BulkheadFull::retry_bits(word.limit(), tail),
@@ -1694,7 +1698,8 @@ impl Bulkhead {
             // Ordering: Acquire — pairs with the Release store in `note_observers`.
             if self.fast.load(Ordering::Acquire) == FAST_COUNTERS {
                 if let Some(cells) = self.counters.get().and_then(|c| c.inline_cells()) {
-                    return bump_own(&cells.finished);
+                    bump_own(&cells.finished);
+                    return self.note_release();
                 }
             }
             return self.observe_finished();
@@ -1934,14 +1939,42 @@ impl Bulkhead {
         if let Some(counters) = self.counters.get() {
             match counters.inline_cells() {
                 Some(cells) => bump_own(&cells.finished),
-                None => return self.observe_slow(Observed::Finished),
+                None => {
+                    self.observe_slow(Observed::Finished);
+                    return self.note_release();
+                }
             }
         } else if let Some(retry) = self.retry.get() {
             // Observed by listeners alone: the retry estimate counts the release itself.
             retry.untallied_release();
         }
+        self.note_release();
         if !self.listeners.is_empty() {
             self.emit(BulkheadEventKind::CallFinished);
+        }
+    }
+
+    /// After an observed release was counted: while the bulkhead has no retry estimate yet
+    /// (`retry_tail` 0), asks the tracker, which takes the first look once one is due. The
+    /// refusals leave that first look to the releases and ask only on their tick, so a
+    /// bulkhead whose calls never finish does not read the clock on every refusal (issue 33:
+    /// the criterion bench's instrumented refusal, 12.8 ns, was that). Once an estimate
+    /// exists it stays, and this is one load.
+    #[inline(always)]
+    fn note_release(&self) {
+        // Ordering: Relaxed — as in `refuse_counted`: a statistic.
+        if self.retry_tail.load(Ordering::Relaxed) == 0 {
+            self.first_look();
+        }
+    }
+
+    /// [`note_release`](Self::note_release)'s look: the clock, and the release count if a
+    /// look is due.
+    #[cold]
+    #[inline(never)]
+    fn first_look(&self) {
+        if let Some(stats) = self.retry.get() {
+            stats.interval(&self.retry_tail, || self.counted_finished());
         }
     }
 

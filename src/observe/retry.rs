@@ -30,10 +30,14 @@
 //! # Costs
 //!
 //! Nothing on an unobserved bulkhead: the state lives behind a `OnceLock` that only the
-//! observers' registration fills, and only the observed refusal paths (already out of
-//! line) look at it. An observed refusal reads the clock (the raw TSC with the feature
-//! `tsc`, else `Instant`), two Relaxed loads and the queue length; at most once per
-//! [`LOOK_EVERY`] one of them sums the finished counters.
+//! observers' registration fills, and only observed paths look at it. The refusal of a
+//! caller the next release would serve carries the bulkhead's encoded estimate (one
+//! Relaxed load); one such refusal in [`TICK_EVERY`] of a thread (its first included), and
+//! every refusal with a queue or a debt ahead, asks this tracker, which reads the clock (the
+//! raw TSC with the feature `tsc`, else `Instant`) and, at most once per [`LOOK_EVERY`],
+//! sums the finished counters. Until the first estimate exists, each observed release
+//! asks too (the bulkhead's `note_release`): the first look is the releases' to take, so a
+//! bulkhead whose calls never finish does not read the clock on every refusal.
 
 use core::time::Duration;
 
