@@ -75,6 +75,54 @@ fn tracing_full_rejection_is_a_debug_event_with_name_and_reason() {
     assert_eq!(events[0].fields["reason"], "full");
 }
 
+/// The zero-wait refusal through the waiting API (`acquire`, `call`, `acquire_async`,
+/// `call_async`: a default bulkhead's max wait is zero) is the same debug event. Stop 39
+/// decides the unobserved refusal first on those paths; with a subscriber interested they
+/// must still tell it, once per refusal.
+#[test]
+fn tracing_zero_wait_refusal_through_the_waiting_api_is_a_debug_event() {
+    let bulkhead = Bulkhead::new("tr-zero-wait", limit(1));
+    let held = bulkhead.try_acquire().unwrap();
+    let (_, waker) = CountingWaker::new();
+    let events = captured(|| {
+        assert_eq!(bulkhead.acquire().map(drop).unwrap_err().reason(), RejectReason::Full);
+        assert_eq!(bulkhead.call(|| ()).unwrap_err().reason(), RejectReason::Full);
+        let mut fut = Box::pin(bulkhead.acquire_async());
+        assert!(matches!(poll_once(&mut fut, &waker), std::task::Poll::Ready(Err(_))));
+        let mut call = Box::pin(bulkhead.call_async(async {}));
+        assert!(matches!(poll_once(&mut call, &waker), std::task::Poll::Ready(Err(_))));
+    });
+    drop(held);
+    assert_eq!(events.len(), 4, "one event per refusal: {events:?}");
+    for event in &events {
+        assert_eq!(event.level, Level::DEBUG);
+        assert_eq!(event.fields["bulkhead"], "tr-zero-wait");
+        assert_eq!(event.fields["reason"], "full");
+    }
+}
+
+/// An adaptive bulkhead's refusal (its controller alone observes) is the same debug event:
+/// stop 39 returns that refusal early, and only when nobody else, `tracing` included, wants
+/// to hear of it.
+#[test]
+fn tracing_an_adaptive_bulkheads_refusal_is_a_debug_event() {
+    use bulkhead::adaptive::{AdaptiveLimit, Aimd};
+    let bulkhead = Bulkhead::new("tr-adaptive", limit(2));
+    bulkhead.set_adaptive_limit(AdaptiveLimit::new(Aimd::default())).unwrap();
+    let mut held = Vec::new();
+    while let Ok(permit) = bulkhead.try_acquire() {
+        held.push(permit);
+    }
+    let events = captured(|| {
+        assert_eq!(bulkhead.try_acquire().unwrap_err().reason(), RejectReason::Full);
+    });
+    drop(held);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].level, Level::DEBUG);
+    assert_eq!(events[0].fields["bulkhead"], "tr-adaptive");
+    assert_eq!(events[0].fields["reason"], "full");
+}
+
 #[test]
 fn tracing_timed_out_wait_is_an_info_event_with_the_wait() {
     let bulkhead = Bulkhead::new("tr-timeout", limit_wait(1, Duration::from_millis(2)));
