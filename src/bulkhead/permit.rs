@@ -235,6 +235,7 @@ macro_rules! marking {
             /// assert_eq!(bulkhead.adaptive_limit().unwrap().limit(), 16); // ignored: no change
             /// # Ok::<(), Box<dyn std::error::Error>>(())
             /// ```
+            #[inline]
             pub fn set_outcome(&mut self, outcome: Outcome) {
                 self.mark.mark(outcome);
             }
@@ -251,6 +252,7 @@ macro_rules! marking {
             /// assert_eq!(bulkhead.adaptive_limit().unwrap().metrics().samples(), 1);
             /// # Ok::<(), Box<dyn std::error::Error>>(())
             /// ```
+            #[inline]
             pub fn succeed(mut self) {
                 self.mark.mark(Outcome::Success);
             }
@@ -267,6 +269,7 @@ macro_rules! marking {
             /// assert_eq!(bulkhead.adaptive_limit().unwrap().limit(), 14); // AIMD backed off
             /// # Ok::<(), Box<dyn std::error::Error>>(())
             /// ```
+            #[inline]
             pub fn fail(mut self) {
                 self.mark.mark(Outcome::Failure);
             }
@@ -284,16 +287,19 @@ macro_rules! marking {
             /// assert_eq!(bulkhead.adaptive_limit().unwrap().limit(), 16);
             /// # Ok::<(), Box<dyn std::error::Error>>(())
             /// ```
+            #[inline]
             pub fn ignore(mut self) {
                 self.mark.mark(Outcome::Ignored);
             }
         }
 
         impl Marked for $permit {
+            #[inline]
             fn set(&mut self, outcome: Outcome) {
                 self.mark.mark(outcome);
             }
 
+            #[inline]
             fn unmarked_is_cancelled(&mut self) {
                 self.mark.unmarked_is_cancelled();
             }
