@@ -13,6 +13,7 @@ use core::any::Any;
 
 use crate::bulkhead::permit::Mark;
 use crate::bulkhead::Bulkhead;
+use crate::engine::sync::{per_thread_countdown, CountdownKey};
 
 /// What the face asks of an attached limit controller.
 pub(crate) trait LimitHook: Any + Send + Sync {
@@ -47,48 +48,11 @@ pub(crate) trait LimitHook: Any + Send + Sync {
     fn as_any(&self) -> &dyn Any;
 }
 
-/// A per-thread countdown cell. Under a model checker it is the checker's thread-local, so
-/// that each execution starts every thread's countdown afresh: a `std` thread-local outlives
-/// the execution and made loom's replay diverge ("Is the model fully deterministic?", the
-/// failed CI run of stop 39).
-#[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
-macro_rules! countdown {
-    ($name:ident) => {
-        std::thread_local! {
-            static $name: core::cell::Cell<i64> = const { core::cell::Cell::new(0) };
-        }
-    };
-}
-#[cfg(bulkhead_loom)]
-macro_rules! countdown {
-    ($name:ident) => {
-        ::loom::thread_local! {
-            static $name: core::cell::Cell<i64> = core::cell::Cell::new(0);
-        }
-    };
-}
-#[cfg(bulkhead_shuttle)]
-macro_rules! countdown {
-    ($name:ident) => {
-        ::shuttle::thread_local! {
-            static $name: core::cell::Cell<i64> = core::cell::Cell::new(0);
-        }
-    };
-}
-
-/// The key type [`countdown!`] declares.
-#[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
-type CountdownKey = std::thread::LocalKey<core::cell::Cell<i64>>;
-#[cfg(bulkhead_loom)]
-type CountdownKey = ::loom::thread::LocalKey<core::cell::Cell<i64>>;
-#[cfg(bulkhead_shuttle)]
-type CountdownKey = ::shuttle::thread::LocalKey<core::cell::Cell<i64>>;
-
 /// Whether this call is the one in `k` (`k` ≥ 1) a controller samples: a per-thread
 /// countdown, shared by every bulkhead the thread calls (no shared write, no clock).
 #[inline(always)]
 pub(crate) fn sample_due(k: u32) -> bool {
-    countdown! { COUNTDOWN }
+    per_thread_countdown! { COUNTDOWN }
     countdown_due(&COUNTDOWN, k)
 }
 
@@ -100,7 +64,7 @@ pub(crate) fn sample_due(k: u32) -> bool {
 /// [`TICK_EVERY`]: crate::observe::retry::TICK_EVERY
 #[inline(always)]
 pub(crate) fn retry_tick_due() -> bool {
-    countdown! { COUNTDOWN }
+    per_thread_countdown! { COUNTDOWN }
     countdown_due(&COUNTDOWN, crate::observe::retry::TICK_EVERY as u32)
 }
 

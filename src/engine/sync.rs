@@ -32,6 +32,48 @@ pub use ::shuttle;
 // `Ordering` is the same type in every branch (loom and shuttle re-export core's).
 pub(crate) use core::sync::atomic::Ordering;
 
+/// Declares a per-thread countdown cell (`Cell<i64>`, starting at 0) named `$name`, of type
+/// [`CountdownKey`]: the controllers' 1-in-k sample and the refusal's clock tick
+/// (`bulkhead::hook`). Under a model checker it is the checker's thread-local, so that each
+/// execution starts every thread's countdown afresh: a `std` thread-local outlives loom's
+/// execution, and its replay diverged ("Is the model fully deterministic?", stop 39's failed
+/// CI run). `ci/shim-check.sh` keeps every `thread_local!` of the crate in this file.
+#[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
+macro_rules! per_thread_countdown {
+    ($name:ident) => {
+        std::thread_local! {
+            static $name: core::cell::Cell<i64> = const { core::cell::Cell::new(0) };
+        }
+    };
+}
+#[cfg(bulkhead_loom)]
+macro_rules! per_thread_countdown {
+    ($name:ident) => {
+        ::loom::thread_local! {
+            static $name: core::cell::Cell<i64> = core::cell::Cell::new(0);
+        }
+    };
+}
+#[cfg(bulkhead_shuttle)]
+macro_rules! per_thread_countdown {
+    ($name:ident) => {
+        ::shuttle::thread_local! {
+            static $name: core::cell::Cell<i64> = core::cell::Cell::new(0);
+        }
+    };
+}
+pub(crate) use per_thread_countdown;
+
+/// The key type [`per_thread_countdown!`] declares.
+#[cfg(not(any(bulkhead_loom, bulkhead_shuttle)))]
+pub(crate) type CountdownKey = std::thread::LocalKey<core::cell::Cell<i64>>;
+/// The key type [`per_thread_countdown!`] declares.
+#[cfg(bulkhead_loom)]
+pub(crate) type CountdownKey = ::loom::thread::LocalKey<core::cell::Cell<i64>>;
+/// The key type [`per_thread_countdown!`] declares.
+#[cfg(bulkhead_shuttle)]
+pub(crate) type CountdownKey = ::shuttle::thread::LocalKey<core::cell::Cell<i64>>;
+
 /// A thread slot that is nobody's: the thread has none (yet), or gave it back while its
 /// thread-locals were being destroyed. Callers must then not treat the slot's cells as
 /// their own.
