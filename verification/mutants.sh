@@ -432,7 +432,8 @@ apply() {
         mutate src/bulkhead/mod.rs '        self.listeners.push(Box::new(listener), StdArc::clone(&active));
         self.note_observers();' '        self.listeners.push(Box::new(listener), StdArc::clone(&active));' ;;
     counted_release_skips_count)
-        mutate src/bulkhead/mod.rs '                    return bump_own(&cells.finished);' '                    return;' ;;
+        mutate src/bulkhead/mod.rs '                    bump_own(&cells.finished);
+                    return self.note_release();' '                    return self.note_release();' ;;
     removed_listener_still_called)
         mutate src/observe/mod.rs 'if node.active.load(Ordering::Relaxed) {' 'if node.active.load(Ordering::Relaxed) || true {' ;;
     keyed_total_refusal_keeps_key_slot)
