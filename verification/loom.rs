@@ -59,16 +59,38 @@ mod hostile_waker;
 mod scenarios_reentrant;
 
 /// Explores `f` exhaustively within the preemption bound `LOOM_MAX_PREEMPTIONS` (3 if
-/// unset; never unbounded).
+/// unset), or with no bound at all when `BULKHEAD_LOOM_UNBOUNDED` is set (by hand: most
+/// models do not finish then).
 fn run_model(name: &str, f: impl Fn() + Sync + Send + 'static) {
-    run_model_at_most(name, usize::MAX, f);
+    run_model_bounded(name, Some(usize::MAX), f);
 }
 
 /// As [`run_model`], with the bound clamped to `max_preemptions` for a model too large to
 /// finish in reasonable time above it (the README lists which, and the cost).
 fn run_model_at_most(name: &str, max_preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    run_model_bounded(name, Some(max_preemptions), f);
+}
+
+/// Explores `f` with no preemption bound: every interleaving loom's partial-order reduction
+/// tells apart, not only those with at most a few preemptions. For the models small enough
+/// to finish so (the README lists them, with their executions and seconds), this is a
+/// strictly stronger check than the bounded one, and often no dearer.
+fn run_model_exhaustive(name: &str, f: impl Fn() + Sync + Send + 'static) {
+    run_model_bounded(name, None, f);
+}
+
+/// The models' common driver: `max_preemptions` caps the bound (`None`: no bound).
+fn run_model_bounded(
+    name: &str,
+    max_preemptions: Option<usize>,
+    f: impl Fn() + Sync + Send + 'static,
+) {
     let mut builder = loom::model::Builder::new();
-    let bound = builder.preemption_bound.unwrap_or(3).min(max_preemptions);
+    let bound = match max_preemptions {
+        _ if std::env::var_os("BULKHEAD_LOOM_UNBOUNDED").is_some() => None,
+        Some(max) => Some(builder.preemption_bound.unwrap_or(3).min(max)),
+        None => None,
+    };
     // loom's guard against spin loops (an execution of more than `max_branches` scheduling
     // points fails) is 1 000 by default. The keyed scenario with counters on the total crossed
     // it in stop 39 (an observed release with no Retry-After estimate yet reads the model
@@ -78,7 +100,7 @@ fn run_model_at_most(name: &str, max_preemptions: usize, f: impl Fn() + Sync + S
     if std::env::var_os("LOOM_MAX_BRANCHES").is_none() {
         builder.max_branches = builder.max_branches.max(2_000);
     }
-    builder.preemption_bound = Some(bound);
+    builder.preemption_bound = bound;
     let executions = Arc::new(StdAtomicUsize::new(0));
     let counter = Arc::clone(&executions);
     let start = Instant::now();
@@ -87,7 +109,8 @@ fn run_model_at_most(name: &str, max_preemptions: usize, f: impl Fn() + Sync + S
         f();
     });
     let line = format!(
-        "{name}: preemptions={bound} executions={} seconds={:.1}",
+        "{name}: preemptions={} executions={} seconds={:.1}",
+        bound.map_or_else(|| "none".to_owned(), |bound| bound.to_string()),
         executions.load(StdOrdering::Relaxed),
         start.elapsed().as_secs_f64()
     );
@@ -122,14 +145,14 @@ fn never_exceeds_limit_three_on_two() {
 
 #[test]
 fn release_racing_enqueue_wakes_sync_waiter() {
-    run_model("release_racing_enqueue_wakes_sync_waiter", || {
+    run_model_exhaustive("release_racing_enqueue_wakes_sync_waiter", || {
         scenarios::release_racing_enqueue_wakes_waiter(1, false)
     });
 }
 
 #[test]
 fn release_racing_enqueue_wakes_async_waiter() {
-    run_model("release_racing_enqueue_wakes_async_waiter", || {
+    run_model_exhaustive("release_racing_enqueue_wakes_async_waiter", || {
         scenarios::release_racing_enqueue_wakes_waiter(1, true)
     });
 }
@@ -160,7 +183,7 @@ fn deadline_racing_release_with_waiter_behind() {
 
 #[test]
 fn async_deadline_racing_release_grants_or_withdraws_once() {
-    run_model("async_deadline_racing_release_grants_or_withdraws_once", || {
+    run_model_exhaustive("async_deadline_racing_release_grants_or_withdraws_once", || {
         scenarios::async_deadline_racing_release_grants_or_withdraws_once()
     });
 }
@@ -190,7 +213,7 @@ fn change_config_grow_and_shrink_keeps_every_permit() {
 
 #[test]
 fn grow_serves_queued_waiters() {
-    run_model("grow_serves_queued_waiters", || scenarios::grow_serves_queued_waiters(1));
+    run_model_exhaustive("grow_serves_queued_waiters", || scenarios::grow_serves_queued_waiters(1));
 }
 
 #[test]
@@ -201,21 +224,23 @@ fn waiter_cap_holds_under_races() {
 /// One `call` that panics races one that returns (see the scenario for why nobody queues).
 #[test]
 fn panicking_call_releases_permit() {
-    run_model("panicking_call_releases_permit", || scenarios::panicking_call_releases_permit(1, 1));
+    run_model_exhaustive("panicking_call_releases_permit", || {
+        scenarios::panicking_call_releases_permit(1, 1)
+    });
 }
 
 /// `close`, the release of the held permit and the waiter's own end race, for each kind of
 /// waiter: it ends once (granted, `Closed` or `WaitTimedOut`) and nothing is lost.
 #[test]
 fn close_racing_sync_waiter_and_release() {
-    run_model("close_racing_sync_waiter_and_release", || {
+    run_model_exhaustive("close_racing_sync_waiter_and_release", || {
         scenarios::close_racing_waiter_release_and_deadline(scenarios::Waits::Sync)
     });
 }
 
 #[test]
 fn close_racing_async_waiter_and_release() {
-    run_model("close_racing_async_waiter_and_release", || {
+    run_model_exhaustive("close_racing_async_waiter_and_release", || {
         scenarios::close_racing_waiter_release_and_deadline(scenarios::Waits::Async)
     });
 }
@@ -236,7 +261,7 @@ fn close_racing_async_timeout_and_release() {
 
 #[test]
 fn close_racing_cancelled_acquire_and_release() {
-    run_model("close_racing_cancelled_acquire_and_release", || {
+    run_model_exhaustive("close_racing_cancelled_acquire_and_release", || {
         scenarios::close_racing_waiter_release_and_deadline(scenarios::Waits::Cancelled)
     });
 }
@@ -257,7 +282,7 @@ fn drained_future_racing_close_and_last_release() {
 
 #[test]
 fn repoll_with_new_waker_racing_grant_is_woken() {
-    run_model(
+    run_model_exhaustive(
         "repoll_with_new_waker_racing_grant_is_woken",
         scenarios::repoll_with_new_waker_racing_grant_is_woken,
     );
@@ -285,7 +310,7 @@ fn listener_registered_while_calls_emit_hears_later_calls() {
 /// the caller's calls after the registration are heard and counted (issue 21).
 #[test]
 fn listener_joining_counters_alone_hears_later_calls() {
-    run_model("listener_joining_counters_alone_hears_later_calls", || {
+    run_model_exhaustive("listener_joining_counters_alone_hears_later_calls", || {
         scenarios::listener_registered_while_calls_emit_hears_later_calls(1, 1, 2, true)
     });
 }
@@ -301,21 +326,21 @@ fn two_registrars_race_for_the_listener_chain() {
 /// A listener removed while a caller emits: nothing of a later call reaches it.
 #[test]
 fn listener_removed_while_calls_emit_hears_nothing_after() {
-    run_model("listener_removed_while_calls_emit_hears_nothing_after", || {
+    run_model_exhaustive("listener_removed_while_calls_emit_hears_nothing_after", || {
         scenarios::listener_removed_while_calls_emit_hears_nothing_after(1, 2)
     });
 }
 
 #[test]
 fn close_racing_sync_newcomer_refuses_it() {
-    run_model("close_racing_sync_newcomer_refuses_it", || {
+    run_model_exhaustive("close_racing_sync_newcomer_refuses_it", || {
         scenarios::close_racing_newcomer_refuses_it(false)
     });
 }
 
 #[test]
 fn close_racing_async_newcomer_refuses_it() {
-    run_model("close_racing_async_newcomer_refuses_it", || {
+    run_model_exhaustive("close_racing_async_newcomer_refuses_it", || {
         scenarios::close_racing_newcomer_refuses_it(true)
     });
 }
@@ -331,7 +356,9 @@ fn adaptive_limit_changes_reach_engine_in_order() {
 /// refused holds no key slot.
 #[test]
 fn keyed_refusal_holds_no_slot() {
-    run_model("keyed_refusal_holds_no_slot", || scenarios::keyed_refusal_holds_no_slot(2, 1));
+    run_model_exhaustive("keyed_refusal_holds_no_slot", || {
+        scenarios::keyed_refusal_holds_no_slot(2, 1)
+    });
 }
 
 /// Three callers on their own keys through a total of two.
@@ -367,7 +394,7 @@ fn keyed_new_key_eviction_racing_acquire_keeps_key_limit() {
 /// Two new keys in different shards racing for the last place (max_keys 1).
 #[test]
 fn keyed_new_keys_racing_in_two_shards_keep_max_keys() {
-    run_model("keyed_new_keys_racing_in_two_shards_keep_max_keys", || {
+    run_model_exhaustive("keyed_new_keys_racing_in_two_shards_keep_max_keys", || {
         scenarios::keyed_new_keys_racing_in_two_shards_keep_max_keys()
     });
 }
@@ -377,7 +404,7 @@ fn keyed_new_keys_racing_in_two_shards_keep_max_keys() {
 
 #[test]
 fn release_permits_at_drop_racing_reentry() {
-    run_model_at_most("release_permits_at_drop_racing_reentry", 2, || {
+    run_model_exhaustive("release_permits_at_drop_racing_reentry", || {
         scenarios_reentrant::release_permits_at_drop_racing_reentry()
     });
 }
@@ -439,23 +466,22 @@ fn engine_deadline_out_of_queue_order() {
 
 #[test]
 fn listener_reenters_on_every_event() {
-    run_model_at_most(
+    run_model_exhaustive(
         "listener_reenters_on_every_event",
-        2,
         scenarios_reentrant::listener_reenters_on_every_event,
     );
 }
 
 #[test]
 fn drained_sees_last_call_writes_sync() {
-    run_model("drained_sees_last_call_writes_sync", || {
+    run_model_exhaustive("drained_sees_last_call_writes_sync", || {
         scenarios_reentrant::drained_sees_last_call_writes(false)
     });
 }
 
 #[test]
 fn drained_sees_last_call_writes_async() {
-    run_model("drained_sees_last_call_writes_async", || {
+    run_model_exhaustive("drained_sees_last_call_writes_async", || {
         scenarios_reentrant::drained_sees_last_call_writes(true)
     });
 }
@@ -476,12 +502,12 @@ mod scenarios_family;
 
 /// Filter with `family::` to run only these.
 mod family {
-    use super::{run_model, run_model_at_most, scenarios_family};
+    use super::{run_model, run_model_at_most, run_model_exhaustive, scenarios_family};
 
     /// Two callers create the same new key, `max_keys` 1: neither is refused, one key live.
     #[test]
     fn keyed_same_new_key_racing_keeps_live_keys_max_one() {
-        run_model("keyed_same_new_key_racing_keeps_live_keys_max_one", || {
+        run_model_exhaustive("keyed_same_new_key_racing_keeps_live_keys_max_one", || {
             scenarios_family::keyed_same_new_key_racing_keeps_live_keys(1)
         });
     }
@@ -489,7 +515,7 @@ mod family {
     /// The same with `max_keys` 2: both can reserve a place; the loser gives its back.
     #[test]
     fn keyed_same_new_key_racing_keeps_live_keys_max_two() {
-        run_model("keyed_same_new_key_racing_keeps_live_keys_max_two", || {
+        run_model_exhaustive("keyed_same_new_key_racing_keeps_live_keys_max_two", || {
             scenarios_family::keyed_same_new_key_racing_keeps_live_keys(2)
         });
     }
@@ -507,7 +533,7 @@ mod family {
     /// A failure shrinks the limit while a caller is queued: it is admitted under the new limit.
     #[test]
     fn adaptive_failure_shrinks_limit_before_queued_caller_is_admitted() {
-        run_model(
+        run_model_exhaustive(
             "adaptive_failure_shrinks_limit_before_queued_caller_is_admitted",
             scenarios_family::adaptive_failure_shrinks_limit_before_queued_caller_is_admitted,
         );
@@ -539,7 +565,7 @@ mod family {
     /// inserted; closed keys are idle once released.
     #[test]
     fn keyed_close_racing_new_key_at_full_map() {
-        run_model(
+        run_model_exhaustive(
             "keyed_close_racing_new_key_at_full_map",
             scenarios_family::keyed_close_racing_new_key_at_full_map,
         );
@@ -549,7 +575,7 @@ mod family {
     /// exactly once.
     #[test]
     fn keyed_listener_racing_new_key_registered_once() {
-        run_model(
+        run_model_exhaustive(
             "keyed_listener_racing_new_key_registered_once",
             scenarios_family::keyed_listener_racing_new_key_registered_once,
         );
@@ -584,7 +610,7 @@ mod family {
     /// Issue 32: a borrower and an owner race for the total's last slot without waiting.
     #[test]
     fn keyed_shares_owner_and_borrower_race_for_last_slot() {
-        run_model("keyed_shares_owner_and_borrower_race_for_last_slot", || {
+        run_model_exhaustive("keyed_shares_owner_and_borrower_race_for_last_slot", || {
             scenarios_family::keyed_shares_owner_and_borrower_race_for_last_slot()
         });
     }
@@ -627,7 +653,7 @@ mod scenarios_weighted;
 
 /// Filter with `weighted::` to run only these.
 mod weighted {
-    use super::{run_model, run_model_at_most, scenarios_weighted};
+    use super::{run_model, run_model_at_most, run_model_exhaustive, scenarios_weighted};
 
     /// A queued request for 2 dropped while the held batch of 2 is released: whatever won,
     /// both permits come back and the waiter for 2 behind it is granted.
@@ -641,7 +667,7 @@ mod weighted {
     /// A never-grantable head for 3 dropped: its withdrawal admits the waiter for 2 behind.
     #[test]
     fn cancelled_head_admits_the_waiter_behind() {
-        run_model("weighted::cancelled_head_admits_the_waiter_behind", || {
+        run_model_exhaustive("weighted::cancelled_head_admits_the_waiter_behind", || {
             scenarios_weighted::weighted_cancel_returns_everything(false)
         });
     }
@@ -650,7 +676,7 @@ mod weighted {
     /// and 1, not the waiter for 2 behind them.
     #[test]
     fn release_of_k_wakes_exactly_the_satisfiable_waiters() {
-        run_model(
+        run_model_exhaustive(
             "weighted::release_of_k_wakes_exactly_the_satisfiable_waiters",
             scenarios_weighted::release_of_k_wakes_exactly_the_satisfiable_waiters,
         );
@@ -659,7 +685,7 @@ mod weighted {
     /// A head waiting for 3 holds back a later waiter for 1 and a barger.
     #[test]
     fn head_of_line_blocks_smaller_requests() {
-        run_model(
+        run_model_exhaustive(
             "weighted::head_of_line_blocks_smaller_requests",
             scenarios_weighted::head_of_line_blocks_smaller_requests,
         );
@@ -668,7 +694,7 @@ mod weighted {
     /// A shrink below the head's request refuses it (nothing else would wake it).
     #[test]
     fn shrink_below_the_heads_request_refuses_it() {
-        run_model("weighted::shrink_below_the_heads_request_refuses_it", || {
+        run_model_exhaustive("weighted::shrink_below_the_heads_request_refuses_it", || {
             scenarios_weighted::shrink_below_the_heads_request_refuses_it(false)
         });
     }
@@ -684,7 +710,7 @@ mod weighted {
     /// The timer withdraws a weighted head; the drain it owes serves the waiter behind.
     #[test]
     fn timed_out_head_serves_waiter_behind() {
-        run_model("weighted::timed_out_head_serves_waiter_behind", || {
+        run_model_exhaustive("weighted::timed_out_head_serves_waiter_behind", || {
             scenarios_weighted::weighted_head_timed_out_serves_waiter_behind(false)
         });
     }
@@ -708,13 +734,13 @@ mod scenarios_policy;
 
 /// Filter with `policy::` to run only these.
 mod policy {
-    use super::{run_model, scenarios_policy};
+    use super::{run_model_exhaustive, scenarios_policy};
 
     /// LIFO, room for one waiter: a newcomer evicting the waiter races the release that
     /// would serve it. Evicted or granted, woken either way; never two permits; none lost.
     #[test]
     fn lifo_eviction_racing_release() {
-        run_model(
+        run_model_exhaustive(
             "policy::lifo_eviction_racing_release",
             scenarios_policy::lifo_eviction_racing_release,
         );
@@ -724,7 +750,7 @@ mod policy {
     /// sheddable waiter if need be.
     #[test]
     fn critical_share_under_sheddable_contention() {
-        run_model(
+        run_model_exhaustive(
             "policy::critical_share_under_sheddable_contention",
             scenarios_policy::critical_share_under_sheddable_contention,
         );
@@ -733,7 +759,7 @@ mod policy {
     /// A release on another thread serves a critical waiter before an earlier default one.
     #[test]
     fn critical_waiter_overtakes_earlier_default_one() {
-        run_model(
+        run_model_exhaustive(
             "policy::critical_waiter_overtakes_earlier_default_one",
             scenarios_policy::critical_waiter_overtakes_earlier_default_one,
         );
@@ -742,7 +768,7 @@ mod policy {
     /// Adaptive LIFO on the model clock: a waiter exactly `target` old is not above it.
     #[test]
     fn adaptive_lifo_age_is_strictly_above_target() {
-        run_model(
+        run_model_exhaustive(
             "policy::adaptive_lifo_age_is_strictly_above_target",
             scenarios_policy::adaptive_lifo_age_is_strictly_above_target,
         );
@@ -758,29 +784,35 @@ mod scenarios_junctions;
 
 /// Filter with `junctions::` to run only these.
 mod junctions {
-    use super::{run_model, scenarios_junctions};
+    use super::{run_model_exhaustive, scenarios_junctions};
 
     /// Weights x timer: a timed-out weighted head whose future is never polled again; the
     /// slot it held back goes to the thread waiting behind it.
     #[test]
     fn timed_out_weighted_head_unpolled_serves_the_thread_behind() {
-        run_model("junctions::timed_out_weighted_head_unpolled_serves_the_thread_behind", || {
-            scenarios_junctions::timed_out_weighted_head_unpolled_serves_the_waiter_behind(false)
-        });
+        run_model_exhaustive(
+            "junctions::timed_out_weighted_head_unpolled_serves_the_thread_behind",
+            || {
+                scenarios_junctions::timed_out_weighted_head_unpolled_serves_the_waiter_behind(
+                    false,
+                )
+            },
+        );
     }
 
     /// The same, with a task behind it (its own sleep never fires).
     #[test]
     fn timed_out_weighted_head_unpolled_serves_the_task_behind() {
-        run_model("junctions::timed_out_weighted_head_unpolled_serves_the_task_behind", || {
-            scenarios_junctions::timed_out_weighted_head_unpolled_serves_the_waiter_behind(true)
-        });
+        run_model_exhaustive(
+            "junctions::timed_out_weighted_head_unpolled_serves_the_task_behind",
+            || scenarios_junctions::timed_out_weighted_head_unpolled_serves_the_waiter_behind(true),
+        );
     }
 
     /// Headroom x shrink: a sheddable request racing a shrink that leaves it unable to fit.
     #[test]
     fn shrink_racing_sheddable_enqueue_refuses_what_cannot_fit() {
-        run_model(
+        run_model_exhaustive(
             "junctions::shrink_racing_sheddable_enqueue_refuses_what_cannot_fit",
             scenarios_junctions::shrink_racing_sheddable_enqueue_refuses_what_cannot_fit,
         );
@@ -789,7 +821,7 @@ mod junctions {
     /// Drain x close x release, blocking drain wait queued before `close`.
     #[test]
     fn drain_waiter_queued_before_close_sees_the_last_calls_writes_sync() {
-        run_model("junctions::drain_waiter_queued_before_close_sync", || {
+        run_model_exhaustive("junctions::drain_waiter_queued_before_close_sync", || {
             scenarios_junctions::drain_waiter_queued_before_close_sees_the_last_calls_writes(false)
         });
     }
@@ -797,7 +829,7 @@ mod junctions {
     /// Drain x close x release, `drained()` polled (queued) before `close`.
     #[test]
     fn drain_waiter_queued_before_close_sees_the_last_calls_writes_async() {
-        run_model("junctions::drain_waiter_queued_before_close_async", || {
+        run_model_exhaustive("junctions::drain_waiter_queued_before_close_async", || {
             scenarios_junctions::drain_waiter_queued_before_close_sees_the_last_calls_writes(true)
         });
     }
@@ -805,7 +837,7 @@ mod junctions {
     /// Unfit refusal x a panicking and a re-entering waker, racing a release.
     #[test]
     fn unfit_refusal_with_panicking_and_reentrant_wakers() {
-        run_model(
+        run_model_exhaustive(
             "junctions::unfit_refusal_with_panicking_and_reentrant_wakers",
             scenarios_junctions::unfit_refusal_with_panicking_and_reentrant_wakers,
         );
@@ -814,7 +846,7 @@ mod junctions {
     /// A newcomer granted by its own enqueue's drain is not woken (cargo-mutants 7/32).
     #[test]
     fn newcomer_granted_by_its_own_enqueue_is_not_woken() {
-        run_model(
+        run_model_exhaustive(
             "junctions::newcomer_granted_by_its_own_enqueue_is_not_woken",
             scenarios_junctions::newcomer_granted_by_its_own_enqueue_is_not_woken,
         );
@@ -823,7 +855,7 @@ mod junctions {
     /// A panicking waker x a release batch.
     #[test]
     fn panicking_waker_in_a_release_batch_serves_the_rest() {
-        run_model(
+        run_model_exhaustive(
             "junctions::panicking_waker_in_a_release_batch_serves_the_rest",
             scenarios_junctions::panicking_waker_in_a_release_batch_serves_the_rest,
         );
@@ -832,7 +864,7 @@ mod junctions {
     /// Issue 30: the keyed named future dropped at the total racing the release there.
     #[test]
     fn keyed_total_waiter_dropped_racing_release() {
-        run_model(
+        run_model_exhaustive(
             "junctions::keyed_total_waiter_dropped_racing_release",
             scenarios_junctions::keyed_total_waiter_dropped_racing_release,
         );
@@ -841,8 +873,11 @@ mod junctions {
     /// Per-call wait x weights x class x timer x a panicking waker.
     #[test]
     fn per_call_wait_critical_weighted_head_with_panicking_waker() {
-        run_model("junctions::per_call_wait_critical_weighted_head_with_panicking_waker", || {
-            scenarios_junctions::per_call_wait_critical_weighted_head_with_panicking_waker_serves_the_waiter_behind()
-        });
+        run_model_exhaustive(
+            "junctions::per_call_wait_critical_weighted_head_with_panicking_waker",
+            || {
+                scenarios_junctions::per_call_wait_critical_weighted_head_with_panicking_waker_serves_the_waiter_behind()
+            },
+        );
     }
 }
